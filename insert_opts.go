@@ -1,0 +1,279 @@
+package weir
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+)
+
+// Defaults for inserted jobs.
+const (
+	DefaultQueue       = "default"
+	DefaultPriority    = 2
+	DefaultMaxAttempts = 25
+	// MaxMaxAttempts is the most attempts a job may be given.
+	MaxMaxAttempts = 10_000
+	// MaxTags is the most tags a job may carry.
+	MaxTags = 32
+)
+
+// InsertOpts are options for inserting a job. The zero value of each field means
+// its default.
+type InsertOpts struct {
+	// Queue is the queue the job runs in. Default: "default".
+	Queue string
+	// Priority runs from 1 (first) to 4 (last). Default: 2.
+	Priority int
+	// ScheduledAt is when the job becomes due. Default: now. A time in the past
+	// makes the job due at once.
+	ScheduledAt time.Time
+	// MaxAttempts is how many attempts the job gets before it is discarded.
+	// Default: 25.
+	MaxAttempts int
+	// Tags label the job for operators. Each follows the name rules below.
+	Tags []string
+	// Metadata is a JSON object stored with the job for the caller's own use.
+	Metadata json.RawMessage
+	// Unique makes the insert a no-op returning the existing job when a job with
+	// the same unique key exists.
+	Unique UniqueOpts
+}
+
+// UniqueOpts says what makes a job unique. A job is unique by its kind, plus its
+// args, queue and time period when the matching field is set, among the jobs whose
+// state is in ByState. The zero value means not unique.
+type UniqueOpts struct {
+	// ByArgs includes the job's encoded arguments (with object keys sorted) in the key.
+	ByArgs bool
+	// ByPeriod includes the period the job is scheduled in: jobs scheduled in the
+	// same ByPeriod-long window (aligned to the Unix epoch) collide. At least one
+	// second when set.
+	ByPeriod time.Duration
+	// ByQueue includes the job's queue in the key.
+	ByQueue bool
+	// ByState is the set of states among which the key is unique. It must hold
+	// scheduled, available, running and retryable, so that no state change can make
+	// two jobs collide. Default: every state but cancelled and discarded.
+	ByState []JobState
+}
+
+func (u *UniqueOpts) isZero() bool {
+	return !u.ByArgs && u.ByPeriod == 0 && !u.ByQueue && len(u.ByState) == 0
+}
+
+// defaultUniqueStates are the states a unique key holds in by default.
+var defaultUniqueStates = []JobState{
+	JobStateScheduled, JobStateAvailable, JobStateRunning, JobStateRetryable, JobStateCompleted,
+}
+
+// requiredUniqueStates must be in every ByState.
+var requiredUniqueStates = []JobState{
+	JobStateScheduled, JobStateAvailable, JobStateRunning, JobStateRetryable,
+}
+
+// namePattern is the character set of kinds, queues and tags.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
+
+// maxNameLen is the longest kind, queue or tag, in bytes.
+const maxNameLen = 128
+
+// validateName checks a kind, queue or tag name.
+func validateName(what, name string) error {
+	switch {
+	case name == "":
+		return invalidf("%s is empty", what)
+	case len(name) > maxNameLen:
+		return invalidf("%s %q is %d bytes long; the limit is %d", what, truncate(name), len(name), maxNameLen)
+	case !namePattern.MatchString(name):
+		return invalidf("%s %q has characters outside [A-Za-z0-9_.:-] or does not start with a letter or digit", what, name)
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("weir: %w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// insertParams validates args and opts and returns what the driver writes. now is
+// the client's clock, used only to place a unique job in its period.
+func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*weirdriver.JobInsertParams, error) {
+	if args == nil {
+		return nil, invalidf("args are nil")
+	}
+	kind := args.Kind()
+	if err := validateName("kind", kind); err != nil {
+		return nil, err
+	}
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		return nil, invalidf("args of kind %q do not encode as JSON: %v", kind, err)
+	}
+	if len(encoded) > c.config.MaxArgsBytes {
+		return nil, invalidf("args of kind %q are %d bytes; the limit is %d (Config.MaxArgsBytes)", kind, len(encoded), c.config.MaxArgsBytes)
+	}
+	if !isJSONObject(encoded) {
+		return nil, invalidf("args of kind %q must encode to a JSON object, got %s", kind, truncate(string(encoded)))
+	}
+
+	merged := mergeOpts(args, opts)
+	p := &weirdriver.JobInsertParams{
+		Kind: kind, Queue: merged.Queue, Args: encoded, Priority: merged.Priority,
+		MaxAttempts: merged.MaxAttempts, ScheduledAt: merged.ScheduledAt, Tags: merged.Tags,
+	}
+	if p.Queue == "" {
+		p.Queue = DefaultQueue
+	}
+	if err := validateName("queue", p.Queue); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.Priority == 0:
+		p.Priority = DefaultPriority
+	case p.Priority < 1 || p.Priority > 4:
+		return nil, invalidf("priority %d is out of range 1..4", p.Priority)
+	}
+	switch {
+	case p.MaxAttempts == 0:
+		p.MaxAttempts = DefaultMaxAttempts
+	case p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts:
+		return nil, invalidf("max attempts %d is out of range 1..%d", p.MaxAttempts, MaxMaxAttempts)
+	}
+	if len(p.Tags) > MaxTags {
+		return nil, invalidf("%d tags given; the limit is %d", len(p.Tags), MaxTags)
+	}
+	for _, tag := range p.Tags {
+		if err := validateName("tag", tag); err != nil {
+			return nil, err
+		}
+	}
+	if len(merged.Metadata) > 0 {
+		if !json.Valid(merged.Metadata) || !isJSONObject(merged.Metadata) {
+			return nil, invalidf("metadata must be a JSON object, got %s", truncate(string(merged.Metadata)))
+		}
+		if len(merged.Metadata) > c.config.MaxArgsBytes {
+			return nil, invalidf("metadata is %d bytes; the limit is %d (Config.MaxArgsBytes)", len(merged.Metadata), c.config.MaxArgsBytes)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, merged.Metadata); err != nil {
+			return nil, invalidf("metadata is not valid JSON: %v", err)
+		}
+		p.Metadata = compact.Bytes()
+	}
+	if !merged.Unique.isZero() {
+		if err := setUnique(p, &merged.Unique, now); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// mergeOpts lays opts over the kind's own defaults, field by field.
+func mergeOpts(args JobArgs, opts *InsertOpts) InsertOpts {
+	var merged InsertOpts
+	if withOpts, ok := args.(JobArgsWithInsertOpts); ok {
+		merged = withOpts.InsertOpts()
+	}
+	if opts == nil {
+		return merged
+	}
+	if opts.Queue != "" {
+		merged.Queue = opts.Queue
+	}
+	if opts.Priority != 0 {
+		merged.Priority = opts.Priority
+	}
+	if !opts.ScheduledAt.IsZero() {
+		merged.ScheduledAt = opts.ScheduledAt
+	}
+	if opts.MaxAttempts != 0 {
+		merged.MaxAttempts = opts.MaxAttempts
+	}
+	if opts.Tags != nil {
+		merged.Tags = opts.Tags
+	}
+	if opts.Metadata != nil {
+		merged.Metadata = opts.Metadata
+	}
+	if !opts.Unique.isZero() {
+		merged.Unique = opts.Unique
+	}
+	return merged
+}
+
+// setUnique checks u and sets p's unique key and states.
+func setUnique(p *weirdriver.JobInsertParams, u *UniqueOpts, now time.Time) error {
+	if u.ByPeriod < 0 {
+		return invalidf("unique period %s is negative", u.ByPeriod)
+	}
+	if u.ByPeriod > 0 && u.ByPeriod < time.Second {
+		return invalidf("unique period %s is under one second", u.ByPeriod)
+	}
+	states := u.ByState
+	if len(states) == 0 {
+		states = defaultUniqueStates
+	}
+	for _, s := range states {
+		if !s.Valid() {
+			return invalidf("unique state %q is not a job state", s)
+		}
+	}
+	for _, s := range requiredUniqueStates {
+		if !slices.Contains(states, s) {
+			return invalidf("unique states must include %q (they must hold scheduled, available, running and retryable)", s)
+		}
+	}
+
+	h := sha256.New()
+	fmt.Fprintf(h, "kind=%s", p.Kind)
+	if u.ByArgs {
+		canonical, err := canonicalJSON(p.Args)
+		if err != nil {
+			return invalidf("args of kind %q: %v", p.Kind, err)
+		}
+		fmt.Fprintf(h, "\x00args=%s", canonical)
+	}
+	if u.ByQueue {
+		fmt.Fprintf(h, "\x00queue=%s", p.Queue)
+	}
+	if u.ByPeriod > 0 {
+		at := now
+		if !p.ScheduledAt.IsZero() {
+			at = p.ScheduledAt
+		}
+		fmt.Fprintf(h, "\x00period=%s@%s", u.ByPeriod, strconv.FormatInt(at.Truncate(u.ByPeriod).Unix(), 10))
+	}
+	p.UniqueKey = h.Sum(nil)
+	p.UniqueStates = slices.Clone(states)
+	return nil
+}
+
+// canonicalJSON re-encodes a JSON object with its keys sorted, keeping numbers as
+// written, so that equal arguments give equal unique keys.
+func canonicalJSON(raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+func isJSONObject(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{'
+}

@@ -1,0 +1,160 @@
+package weir
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+)
+
+// Listing limits.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 10_000
+)
+
+// JobListParams filters and pages JobList. The zero value lists the first 100 jobs
+// by ascending id.
+type JobListParams struct {
+	States []JobState
+	Queues []string
+	Kinds  []string
+	// CreatedAfter and CreatedBefore bound created_at: after is inclusive, before
+	// exclusive; zero means no bound.
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	// Cursor continues a listing: pass the Next of the previous page.
+	Cursor int64
+	// Descending lists newest first.
+	Descending bool
+	// Limit is the page size: default 100, at most 10,000.
+	Limit int
+}
+
+// JobListResult is one page of jobs.
+type JobListResult struct {
+	Jobs []*JobRow
+	// Next is the cursor of the next page, or 0 when this page is the last.
+	Next int64
+}
+
+// JobGet returns a job by id, or an error wrapping ErrNotFound.
+func (c *Client) JobGet(ctx context.Context, id int64) (*JobRow, error) {
+	var job *JobRow
+	err := c.withSchemaCheck(ctx, func() (err error) {
+		job, err = c.driver.Executor().JobGet(ctx, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("weir: %w", err)
+	}
+	return job, nil
+}
+
+// JobList lists jobs matching params, a page at a time, by id.
+func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListResult, error) {
+	if params == nil {
+		params = &JobListParams{}
+	}
+	p := &weirdriver.JobListParams{
+		States: params.States, Queues: params.Queues, Kinds: params.Kinds,
+		CreatedAfter: params.CreatedAfter, CreatedBefore: params.CreatedBefore,
+		AfterID: params.Cursor, Descending: params.Descending, Limit: params.Limit,
+	}
+	switch {
+	case p.Limit == 0:
+		p.Limit = DefaultListLimit
+	case p.Limit < 0 || p.Limit > MaxListLimit:
+		return nil, invalidf("list limit %d is out of range 1..%d", p.Limit, MaxListLimit)
+	}
+	if p.AfterID < 0 {
+		return nil, invalidf("list cursor %d is negative", p.AfterID)
+	}
+	for _, s := range p.States {
+		if !s.Valid() {
+			return nil, invalidf("%q is not a job state", s)
+		}
+	}
+	for _, q := range p.Queues {
+		if err := validateName("queue", q); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range p.Kinds {
+		if err := validateName("kind", k); err != nil {
+			return nil, err
+		}
+	}
+	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
+		return nil, invalidf("created-after %s is not before created-before %s",
+			p.CreatedAfter.Format(time.RFC3339Nano), p.CreatedBefore.Format(time.RFC3339Nano))
+	}
+
+	want := p.Limit
+	p.Limit++ // one more tells whether another page follows
+	var jobs []*JobRow
+	err := c.withSchemaCheck(ctx, func() (err error) {
+		jobs, err = c.driver.Executor().JobList(ctx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("weir: %w", err)
+	}
+	res := &JobListResult{Jobs: jobs}
+	if len(jobs) > want {
+		res.Jobs = jobs[:want]
+		res.Next = jobs[want-1].ID
+	}
+	return res, nil
+}
+
+// JobCancel cancels a job. A job that is not running is cancelled at once; a running
+// job's handler is asked to stop, and the job ends cancelled whatever it returns.
+// Cancelling a final job returns an error wrapping ErrJobFinal.
+func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
+	return c.changeJob(ctx, id, weirdriver.Executor.JobCancel)
+}
+
+// JobRetry makes a job that is not running available now. A final job gets one more
+// attempt if it had used them all. Retrying a running job returns an error wrapping
+// ErrJobRunning.
+func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
+	return c.changeJob(ctx, id, weirdriver.Executor.JobRetry)
+}
+
+// JobDelete deletes a job that is not running and returns it.
+func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
+	return c.changeJob(ctx, id, weirdriver.Executor.JobDelete)
+}
+
+func (c *Client) changeJob(ctx context.Context, id int64, op func(weirdriver.Executor, context.Context, int64) (*JobRow, error)) (*JobRow, error) {
+	if id <= 0 {
+		return nil, invalidf("job id %d is not positive", id)
+	}
+	var job *JobRow
+	err := c.withSchemaCheck(ctx, func() (err error) {
+		job, err = op(c.driver.Executor(), ctx, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("weir: %w", err)
+	}
+	return job, nil
+}
+
+// QueueStats counts a queue's jobs by state.
+type QueueStats = weirdriver.QueueStats
+
+// QueueList lists the queues that have jobs, with their counts by state.
+func (c *Client) QueueList(ctx context.Context) ([]*QueueStats, error) {
+	var queues []*QueueStats
+	err := c.withSchemaCheck(ctx, func() (err error) {
+		queues, err = c.driver.Executor().QueueList(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("weir: %w", err)
+	}
+	return queues, nil
+}

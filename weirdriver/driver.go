@@ -1,0 +1,185 @@
+// Package weirdriver defines the interface between weir and a database. Each database
+// has a driver package (weirpgx for PostgreSQL) that keeps its SQL to itself; all
+// drivers pass the same conformance suite.
+package weirdriver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/weirq/weir/weirtype"
+)
+
+// ErrNotFound is returned when a job does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Driver is a database that weir can keep jobs in.
+type Driver interface {
+	// Name names the database ("postgres", "sqlite").
+	Name() string
+	// Schema is the schema that holds weir's tables.
+	Schema() string
+	// Executor runs each call on the driver's own connections.
+	Executor() Executor
+	// UnwrapTx runs calls inside the caller's open transaction. Each driver documents
+	// which transaction types it takes.
+	UnwrapTx(tx any) (Executor, error)
+	// Migrations lists every migration the driver knows, oldest first.
+	Migrations() []Migration
+	// Migrate applies (up) or reverts (down) the given migrations in one transaction
+	// under a lock, so that concurrent migrators wait for each other and a failure
+	// changes nothing. The function is called under the lock with the versions
+	// applied so far and returns the migrations to run.
+	Migrate(ctx context.Context, direction Direction, plan func(applied []int) ([]Migration, error)) ([]Migration, error)
+	// MigrationsApplied returns the versions applied so far, in order.
+	MigrationsApplied(ctx context.Context) ([]AppliedMigration, error)
+}
+
+// Direction is the way a migration runs.
+type Direction string
+
+const (
+	DirectionUp   Direction = "up"
+	DirectionDown Direction = "down"
+)
+
+// Migration is one versioned schema change.
+type Migration struct {
+	Version int
+	Name    string
+	Up      string
+	Down    string
+}
+
+// AppliedMigration is a migration recorded as applied.
+type AppliedMigration struct {
+	Version   int
+	Name      string
+	AppliedAt time.Time
+}
+
+// Executor runs weir's statements, on a pool or inside a transaction.
+type Executor interface {
+	// JobInsert inserts jobs with one statement per call and returns them in order.
+	// A job whose unique key conflicts with an existing job's is not inserted; the
+	// existing job is returned with Duplicate set.
+	JobInsert(ctx context.Context, params []*JobInsertParams) ([]JobInsertResult, error)
+	// JobInsertBulk inserts jobs without unique keys in bulk (COPY where the
+	// database has it) and returns them in order.
+	JobInsertBulk(ctx context.Context, params []*JobInsertParams) ([]*weirtype.JobRow, error)
+	// NotifyInsert wakes workers of the given queues when the current transaction
+	// commits (at once outside a transaction).
+	NotifyInsert(ctx context.Context, queues []string) error
+
+	JobGet(ctx context.Context, id int64) (*weirtype.JobRow, error)
+	JobList(ctx context.Context, params *JobListParams) ([]*weirtype.JobRow, error)
+	// JobCancel makes a job that is not running cancelled at once, and marks a running
+	// job's cancel request. It returns the job afterwards.
+	JobCancel(ctx context.Context, id int64) (*weirtype.JobRow, error)
+	// JobRetry makes a job that is not running available now.
+	JobRetry(ctx context.Context, id int64) (*weirtype.JobRow, error)
+	// JobDelete deletes a job that is not running and returns it.
+	JobDelete(ctx context.Context, id int64) (*weirtype.JobRow, error)
+	// QueueList counts jobs by queue and state.
+	QueueList(ctx context.Context) ([]*QueueStats, error)
+
+	// Begin starts a transaction, or a savepoint inside one.
+	Begin(ctx context.Context) (ExecutorTx, error)
+}
+
+// ExecutorTx is an Executor inside a transaction it owns.
+type ExecutorTx interface {
+	Executor
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// JobInsertParams is one job to insert. Validation happens before a driver sees it.
+type JobInsertParams struct {
+	Kind        string
+	Queue       string
+	Args        json.RawMessage
+	Priority    int
+	MaxAttempts int
+	// ScheduledAt is when the job becomes due; zero means now (database clock).
+	ScheduledAt time.Time
+	Tags        []string
+	Metadata    json.RawMessage
+	// UniqueKey, when set, must be unique among jobs whose state is in UniqueStates.
+	UniqueKey    []byte
+	UniqueStates []weirtype.JobState
+}
+
+// JobInsertResult is an inserted job, or the existing job a unique insert collided with.
+type JobInsertResult struct {
+	Job       *weirtype.JobRow
+	Duplicate bool
+}
+
+// JobListParams filters and pages a job listing. Jobs come in id order; the next page
+// starts after the last id seen.
+type JobListParams struct {
+	States        []weirtype.JobState
+	Queues        []string
+	Kinds         []string
+	CreatedAfter  time.Time // inclusive; zero means no bound
+	CreatedBefore time.Time // exclusive; zero means no bound
+	// AfterID and Descending page by id: ascending lists ids > AfterID, descending
+	// lists ids < AfterID (when AfterID > 0).
+	AfterID    int64
+	Descending bool
+	Limit      int
+}
+
+// QueueStats counts a queue's jobs by state.
+type QueueStats struct {
+	Name   string
+	Counts map[weirtype.JobState]int64
+}
+
+// Error codes a driver reports through *OpError, so that callers can tell what went
+// wrong without knowing the database.
+var (
+	// ErrJobRunning is returned when an operation needs a job that is not running.
+	ErrJobRunning = errors.New("job is running")
+	// ErrJobFinal is returned when an operation needs a job that is not final.
+	ErrJobFinal = errors.New("job is already final")
+	// ErrUniqueConflict is returned when a change would give two jobs the same unique key.
+	ErrUniqueConflict = errors.New("another job has the same unique key")
+)
+
+// StateBit is the bit for state s in a unique-states bit mask.
+func StateBit(s weirtype.JobState) uint16 {
+	for i, known := range weirtype.JobStates() {
+		if s == known {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// StatesMask packs states into a bit mask.
+func StatesMask(states []weirtype.JobState) uint16 {
+	var mask uint16
+	for _, s := range states {
+		mask |= StateBit(s)
+	}
+	return mask
+}
+
+// MaskStates unpacks a bit mask of states.
+func MaskStates(mask uint16) []weirtype.JobState {
+	var states []weirtype.JobState
+	for _, s := range weirtype.JobStates() {
+		if mask&StateBit(s) != 0 {
+			states = append(states, s)
+		}
+	}
+	return states
+}
+
+// ErrSchemaMissing is wrapped into errors that mean weir's tables, or some of their
+// columns or functions, do not exist: the schema is not migrated (far enough).
+var ErrSchemaMissing = errors.New("weir's schema is missing or not migrated")

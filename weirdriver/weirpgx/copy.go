@@ -1,0 +1,59 @@
+package weirpgx
+
+import (
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+// copyColumns are the columns a bulk insert writes; the rest take their defaults.
+var copyColumns = []string{
+	"id", "state", "queue", "kind", "args", "priority", "max_attempts",
+	"scheduled_at", "created_at", "tags", "metadata",
+}
+
+// bulkRow is the row a bulk insert writes for p, built in Go because COPY returns
+// nothing: id and now come from the database beforehand.
+func bulkRow(id int64, now time.Time, p *weirdriver.JobInsertParams) *weirtype.JobRow {
+	job := &weirtype.JobRow{
+		ID: id, State: weirtype.JobStateAvailable, Queue: p.Queue, Kind: p.Kind, Args: p.Args,
+		Priority: p.Priority, MaxAttempts: p.MaxAttempts, ScheduledAt: now, CreatedAt: now,
+		Errors: []weirtype.AttemptError{}, Tags: p.Tags, Metadata: p.Metadata,
+	}
+	if !p.ScheduledAt.IsZero() {
+		// PostgreSQL keeps microseconds, and pgx truncates to them.
+		job.ScheduledAt = p.ScheduledAt.Truncate(time.Microsecond)
+		if p.ScheduledAt.After(now) {
+			job.State = weirtype.JobStateScheduled
+		}
+	}
+	if job.Tags == nil {
+		job.Tags = []string{}
+	}
+	if job.Metadata == nil {
+		job.Metadata = []byte("{}")
+	}
+	return job
+}
+
+// copySource feeds jobs to CopyFrom.
+type copySource struct {
+	jobs []*weirtype.JobRow
+	idx  int
+}
+
+func (s *copySource) Next() bool {
+	s.idx++
+	return s.idx < len(s.jobs)
+}
+
+func (s *copySource) Values() ([]any, error) {
+	j := s.jobs[s.idx]
+	return []any{
+		j.ID, string(j.State), j.Queue, j.Kind, []byte(j.Args), int16(j.Priority), int16(j.MaxAttempts),
+		j.ScheduledAt, j.CreatedAt, j.Tags, []byte(j.Metadata),
+	}, nil
+}
+
+func (s *copySource) Err() error { return nil }

@@ -1,0 +1,223 @@
+// Package weirpgx is weir's PostgreSQL driver, built on pgx v5 and its pool.
+package weirpgx
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weirq/weir/weirdriver"
+)
+
+// DefaultSchema is the schema weir's tables live in when Config.Schema is empty.
+const DefaultSchema = "public"
+
+// Config configures a Driver. The zero value is ready to use.
+type Config struct {
+	// Schema holds weir's tables. Default: "public". It must be a lower-case SQL
+	// identifier: a letter or underscore, then letters, digits or underscores, at
+	// most 63 characters.
+	Schema string
+}
+
+// Driver keeps jobs in PostgreSQL.
+type Driver struct {
+	pool   *pgxpool.Pool
+	schema string
+	q      *queries
+}
+
+var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// New returns a driver on pool. The caller keeps ownership of the pool.
+func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
+	if pool == nil {
+		return nil, errors.New("weirpgx: pool is nil")
+	}
+	schema := DefaultSchema
+	if config != nil && config.Schema != "" {
+		schema = config.Schema
+	}
+	if err := ValidateSchema(schema); err != nil {
+		return nil, err
+	}
+	return &Driver{pool: pool, schema: schema, q: newQueries(schema)}, nil
+}
+
+// ValidateSchema reports whether name can be weir's schema.
+func ValidateSchema(name string) error {
+	if !schemaPattern.MatchString(name) {
+		return fmt.Errorf("weirpgx: schema %q is not a lower-case SQL identifier (a letter or _, then letters, digits or _, at most 63 characters)", name)
+	}
+	return nil
+}
+
+// Name implements weirdriver.Driver.
+func (d *Driver) Name() string { return "postgres" }
+
+// Schema implements weirdriver.Driver.
+func (d *Driver) Schema() string { return d.schema }
+
+// Pool is the pool the driver runs on.
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+
+// Executor implements weirdriver.Driver.
+func (d *Driver) Executor() weirdriver.Executor {
+	return &executor{db: d.pool, q: d.q}
+}
+
+// UnwrapTx implements weirdriver.Driver. It takes a pgx.Tx, or a *sql.Tx opened on
+// PostgreSQL (through pgx's stdlib adapter or any other PostgreSQL driver). Inside a
+// *sql.Tx only inserts are supported.
+func (d *Driver) UnwrapTx(tx any) (weirdriver.Executor, error) {
+	switch tx := tx.(type) {
+	case pgx.Tx:
+		if tx == nil {
+			return nil, errors.New("weirpgx: transaction is nil")
+		}
+		return &executor{db: tx, q: d.q}, nil
+	case *sql.Tx:
+		if tx == nil {
+			return nil, errors.New("weirpgx: transaction is nil")
+		}
+		return &sqlExecutor{tx: tx, q: d.q}, nil
+	default:
+		return nil, fmt.Errorf("weirpgx: transaction of type %T is not supported (use pgx.Tx or *sql.Tx)", tx)
+	}
+}
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+var migrations = mustLoadMigrations(migrationFS)
+
+// Migrations implements weirdriver.Driver.
+func (d *Driver) Migrations() []weirdriver.Migration {
+	return append([]weirdriver.Migration(nil), migrations...)
+}
+
+// mustLoadMigrations reads NNN_name.up.sql and NNN_name.down.sql pairs.
+func mustLoadMigrations(fsys fs.FS) []weirdriver.Migration {
+	names, err := fs.Glob(fsys, "migrations/*.up.sql")
+	if err != nil {
+		panic(err)
+	}
+	var out []weirdriver.Migration
+	for _, name := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".up.sql")
+		num, label, ok := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			panic(fmt.Sprintf("weirpgx: migration file %q is not named NNN_name.up.sql", name))
+		}
+		up, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			panic(err)
+		}
+		down, err := fs.ReadFile(fsys, "migrations/"+base+".down.sql")
+		if err != nil {
+			panic(fmt.Sprintf("weirpgx: migration %q has no down file", base))
+		}
+		out = append(out, weirdriver.Migration{Version: version, Name: label, Up: string(up), Down: string(down)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i, m := range out {
+		if m.Version != i+1 {
+			panic(fmt.Sprintf("weirpgx: migration versions must run 1, 2, 3...; found %d at position %d", m.Version, i+1))
+		}
+	}
+	return out
+}
+
+// Migrate implements weirdriver.Driver. All migrations of one call run in one
+// transaction that holds an advisory lock keyed by the schema.
+func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, plan func(applied []int) ([]weirdriver.Migration, error)) ([]weirdriver.Migration, error) {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin migration: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('weir_migrate:' || $1, 0))", d.schema); err != nil {
+		return nil, fmt.Errorf("take migration lock: %w", err)
+	}
+	ident := pgx.Identifier{d.schema}.Sanitize()
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident); err != nil {
+		return nil, fmt.Errorf("create schema %s: %w", d.schema, err)
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+ident); err != nil {
+		return nil, fmt.Errorf("set search_path: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS weir_migration (
+		version integer PRIMARY KEY,
+		name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("create migration table: %w", err)
+	}
+	rows, err := tx.Query(ctx, "SELECT version FROM weir_migration ORDER BY version")
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	todo, err := plan(applied)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range todo {
+		body, record := m.Up, "INSERT INTO weir_migration (version, name) VALUES ($1, $2)"
+		args := []any{m.Version, m.Name}
+		if direction == weirdriver.DirectionDown {
+			body, record, args = m.Down, "DELETE FROM weir_migration WHERE version = $1", args[:1]
+		}
+		if _, err := tx.Exec(ctx, body, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return nil, fmt.Errorf("migrate %s %03d_%s: %w", direction, m.Version, m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, record, args...); err != nil {
+			return nil, fmt.Errorf("record migration %03d_%s: %w", m.Version, m.Name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("commit migration: %w", err)
+	}
+	return todo, nil
+}
+
+// MigrationsApplied implements weirdriver.Driver.
+func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMigration, error) {
+	var exists bool
+	err := d.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL",
+		pgx.Identifier{d.schema, "weir_migration"}.Sanitize()).Scan(&exists)
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	if !exists {
+		return nil, nil
+	}
+	rows, err := d.pool.Query(ctx, "SELECT version, name, applied_at FROM "+
+		pgx.Identifier{d.schema, "weir_migration"}.Sanitize()+" ORDER BY version")
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (weirdriver.AppliedMigration, error) {
+		var m weirdriver.AppliedMigration
+		err := row.Scan(&m.Version, &m.Name, &m.AppliedAt)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	return applied, nil
+}

@@ -1,0 +1,411 @@
+package weirpgx
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+// pgxDB is what pgxpool.Pool and pgx.Tx have in common.
+type pgxDB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// executor runs statements on a pool or inside a pgx transaction.
+type executor struct {
+	db pgxDB
+	q  *queries
+}
+
+// rows is what pgx.Rows and *sql.Rows have in common, for scanning.
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+func (e *executor) Begin(ctx context.Context) (weirdriver.ExecutorTx, error) {
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	return &executorTx{executor: executor{db: tx, q: e.q}, tx: tx}, nil
+}
+
+// executorTx is an executor inside a transaction (or savepoint) it owns.
+type executorTx struct {
+	executor
+	tx pgx.Tx
+}
+
+func (e *executorTx) Commit(ctx context.Context) error   { return e.tx.Commit(ctx) }
+func (e *executorTx) Rollback(ctx context.Context) error { return e.tx.Rollback(ctx) }
+
+func (e *executor) JobInsert(ctx context.Context, params []*weirdriver.JobInsertParams) (_ []weirdriver.JobInsertResult, err error) {
+	defer func() { err = schemaErr(err) }()
+	input, err := insertInput(params)
+	if err != nil {
+		return nil, err
+	}
+	r, err := e.db.Query(ctx, e.q.jobInsert, input, e.q.insertChannel)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	defer r.Close()
+	return scanInsertResults(r, len(params))
+}
+
+func (e *executor) JobInsertBulk(ctx context.Context, params []*weirdriver.JobInsertParams) (_ []*weirtype.JobRow, err error) {
+	defer func() { err = schemaErr(err) }()
+	if len(params) == 0 {
+		return nil, nil
+	}
+	var (
+		now time.Time
+		ids []int64
+	)
+	if err := e.db.QueryRow(ctx, e.q.jobIDs, len(params)).Scan(&now, &ids); err != nil {
+		return nil, fmt.Errorf("reserve job ids: %w", err)
+	}
+	jobs := make([]*weirtype.JobRow, len(params))
+	for i, p := range params {
+		jobs[i] = bulkRow(ids[i], now, p)
+	}
+	n, err := e.db.CopyFrom(ctx, pgx.Identifier{e.q.schema, "weir_job"}, copyColumns, &copySource{jobs: jobs, idx: -1})
+	if err != nil {
+		return nil, fmt.Errorf("copy jobs: %w", err)
+	}
+	if int(n) != len(jobs) {
+		return nil, fmt.Errorf("copy jobs: wrote %d rows of %d", n, len(jobs))
+	}
+	return jobs, nil
+}
+
+func (e *executor) NotifyInsert(ctx context.Context, queues []string) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if len(queues) == 0 {
+		return nil
+	}
+	if _, err := e.db.Exec(ctx, e.q.notifyInsert, e.q.insertChannel, queues); err != nil {
+		return fmt.Errorf("notify insert: %w", err)
+	}
+	return nil
+}
+
+func (e *executor) JobGet(ctx context.Context, id int64) (_ *weirtype.JobRow, err error) {
+	defer func() { err = schemaErr(err) }()
+	r, err := e.db.Query(ctx, e.q.jobGet, id)
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	defer r.Close()
+	return scanOne(r, id)
+}
+
+func (e *executor) JobList(ctx context.Context, p *weirdriver.JobListParams) (_ []*weirtype.JobRow, err error) {
+	defer func() { err = schemaErr(err) }()
+	sql, args := listQuery(e.q, p)
+	r, err := e.db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer r.Close()
+	var jobs []*weirtype.JobRow
+	for r.Next() {
+		job, err := scanJob(r)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		jobs = append(jobs, job)
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+func (e *executor) JobCancel(ctx context.Context, id int64) (*weirtype.JobRow, error) {
+	return e.changeJob(ctx, "cancel", id, e.q.jobCancel, e.q.controlChannel)
+}
+
+func (e *executor) JobRetry(ctx context.Context, id int64) (*weirtype.JobRow, error) {
+	return e.changeJob(ctx, "retry", id, e.q.jobRetry, e.q.insertChannel)
+}
+
+func (e *executor) JobDelete(ctx context.Context, id int64) (*weirtype.JobRow, error) {
+	return e.changeJob(ctx, "delete", id, e.q.jobDelete)
+}
+
+// changeJob runs an operator statement on one job. When it matches no row, the job's
+// current state says why.
+func (e *executor) changeJob(ctx context.Context, what string, id int64, sql string, args ...any) (_ *weirtype.JobRow, err error) {
+	defer func() { err = schemaErr(err) }()
+	r, err := e.db.Query(ctx, sql, append([]any{id}, args...)...)
+	if err != nil {
+		if isUniqueViolation(err) {
+			return nil, fmt.Errorf("%s job %d: %w", what, id, weirdriver.ErrUniqueConflict)
+		}
+		return nil, fmt.Errorf("%s job %d: %w", what, id, err)
+	}
+	var job *weirtype.JobRow
+	for r.Next() {
+		job, err = scanJob(r)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("%s job %d: %w", what, id, err)
+		}
+	}
+	r.Close()
+	if err := r.Err(); err != nil {
+		if isUniqueViolation(err) {
+			return nil, fmt.Errorf("%s job %d: %w", what, id, weirdriver.ErrUniqueConflict)
+		}
+		return nil, fmt.Errorf("%s job %d: %w", what, id, err)
+	}
+	if job != nil {
+		return job, nil
+	}
+	var state weirtype.JobState
+	if err := e.db.QueryRow(ctx, e.q.jobState, id).Scan(&state); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("%s job %d: %w", what, id, weirdriver.ErrNotFound)
+		}
+		return nil, fmt.Errorf("%s job %d: %w", what, id, err)
+	}
+	if state == weirtype.JobStateRunning {
+		return nil, fmt.Errorf("%s job %d: %w", what, id, weirdriver.ErrJobRunning)
+	}
+	return nil, fmt.Errorf("%s job %d: %w (%s)", what, id, weirdriver.ErrJobFinal, state)
+}
+
+func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, err error) {
+	defer func() { err = schemaErr(err) }()
+	r, err := e.db.Query(ctx, e.q.queueList)
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	defer r.Close()
+	var out []*weirdriver.QueueStats
+	for r.Next() {
+		var (
+			queue string
+			state weirtype.JobState
+			n     int64
+		)
+		if err := r.Scan(&queue, &state, &n); err != nil {
+			return nil, fmt.Errorf("list queues: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].Name != queue {
+			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}})
+		}
+		out[len(out)-1].Counts[state] = n
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	return out, nil
+}
+
+// listQuery builds the listing statement for p; the schema is fixed at construction.
+func listQuery(q *queries, p *weirdriver.JobListParams) (string, []any) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where = append(where, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args))))
+	}
+	if len(p.States) > 0 {
+		states := make([]string, len(p.States))
+		for i, s := range p.States {
+			states[i] = string(s)
+		}
+		add("state = ANY($?::text[])", states)
+	}
+	if len(p.Queues) > 0 {
+		add("queue = ANY($?::text[])", p.Queues)
+	}
+	if len(p.Kinds) > 0 {
+		add("kind = ANY($?::text[])", p.Kinds)
+	}
+	if !p.CreatedAfter.IsZero() {
+		add("created_at >= $?", p.CreatedAfter)
+	}
+	if !p.CreatedBefore.IsZero() {
+		add("created_at < $?", p.CreatedBefore)
+	}
+	order := "ASC"
+	if p.Descending {
+		order = "DESC"
+		if p.AfterID > 0 {
+			add("id < $?", p.AfterID)
+		}
+	} else if p.AfterID > 0 {
+		add("id > $?", p.AfterID)
+	}
+	sql := "SELECT " + jobColumns + " FROM " + q.job
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, p.Limit)
+	sql += " ORDER BY id " + order + " LIMIT $" + strconv.Itoa(len(args))
+	return sql, args
+}
+
+// insertRecord is one job in the JSON array that jobInsert reads.
+type insertRecord struct {
+	Ord          int             `json:"ord"`
+	Kind         string          `json:"kind"`
+	Queue        string          `json:"queue"`
+	Args         json.RawMessage `json:"args"`
+	Priority     int             `json:"priority"`
+	MaxAttempts  int             `json:"max_attempts"`
+	ScheduledAt  *time.Time      `json:"scheduled_at,omitempty"`
+	Tags         []string        `json:"tags,omitempty"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	UniqueKey    string          `json:"unique_key,omitempty"`
+	UniqueStates *uint16         `json:"unique_states,omitempty"`
+}
+
+func insertInput(params []*weirdriver.JobInsertParams) ([]byte, error) {
+	records := make([]insertRecord, len(params))
+	for i, p := range params {
+		rec := insertRecord{
+			Ord: i, Kind: p.Kind, Queue: p.Queue, Args: p.Args, Priority: p.Priority,
+			MaxAttempts: p.MaxAttempts, Tags: p.Tags, Metadata: p.Metadata,
+		}
+		if !p.ScheduledAt.IsZero() {
+			at := p.ScheduledAt
+			rec.ScheduledAt = &at
+		}
+		if p.UniqueKey != nil {
+			mask := weirdriver.StatesMask(p.UniqueStates)
+			rec.UniqueKey, rec.UniqueStates = hex.EncodeToString(p.UniqueKey), &mask
+		}
+		records[i] = rec
+	}
+	input, err := json.Marshal(records)
+	if err != nil {
+		return nil, fmt.Errorf("encode jobs: %w", err)
+	}
+	return input, nil
+}
+
+// scanInsertResults reads jobInsert's rows: the job columns and the duplicate flag.
+func scanInsertResults(r rows, want int) ([]weirdriver.JobInsertResult, error) {
+	results := make([]weirdriver.JobInsertResult, 0, want)
+	for r.Next() {
+		var (
+			s         jobScan
+			duplicate bool
+		)
+		if err := r.Scan(append(s.dest(), &duplicate)...); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		job, err := s.finish()
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		results = append(results, weirdriver.JobInsertResult{Job: job, Duplicate: duplicate})
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	if len(results) != want {
+		return nil, fmt.Errorf("insert jobs: got %d rows back for %d jobs", len(results), want)
+	}
+	return results, nil
+}
+
+func scanOne(r rows, id int64) (*weirtype.JobRow, error) {
+	if !r.Next() {
+		if err := r.Err(); err != nil {
+			return nil, fmt.Errorf("get job %d: %w", id, err)
+		}
+		return nil, fmt.Errorf("get job %d: %w", id, weirdriver.ErrNotFound)
+	}
+	job, err := scanJob(r)
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return job, nil
+}
+
+// scanJob reads one row of jobColumns.
+func scanJob(r rows) (*weirtype.JobRow, error) {
+	var s jobScan
+	if err := r.Scan(s.dest()...); err != nil {
+		return nil, err
+	}
+	return s.finish()
+}
+
+// jobScan is a row of jobColumns being read: dest gives the scan targets, finish
+// decodes the columns that need it.
+type jobScan struct {
+	job          weirtype.JobRow
+	errors       []byte
+	tags         []byte
+	attemptedBy  *string
+	uniqueStates *int16
+}
+
+func (s *jobScan) dest() []any {
+	j := &s.job
+	return []any{
+		&j.ID, &j.State, &j.Queue, &j.Kind, &j.Args, &j.Priority, &j.Attempt,
+		&j.MaxAttempts, &j.ScheduledAt, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt,
+		&j.LeaseToken, &j.LeaseExpiresAt, &s.attemptedBy, &s.errors, &s.tags,
+		&j.Metadata, &j.UniqueKey, &s.uniqueStates, &j.ReleaseCount, &j.CancelRequestedAt,
+	}
+}
+
+func (s *jobScan) finish() (*weirtype.JobRow, error) {
+	j := &s.job
+	if s.attemptedBy != nil {
+		j.AttemptedBy = *s.attemptedBy
+	}
+	if err := json.Unmarshal(s.errors, &j.Errors); err != nil {
+		return nil, fmt.Errorf("job %d: decode errors column: %w", j.ID, err)
+	}
+	if err := json.Unmarshal(s.tags, &j.Tags); err != nil {
+		return nil, fmt.Errorf("job %d: decode tags column: %w", j.ID, err)
+	}
+	if s.uniqueStates != nil {
+		j.UniqueStates = weirdriver.MaskStates(uint16(*s.uniqueStates))
+	}
+	return j, nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// schemaErr marks errors that mean weir's schema is missing or behind.
+func schemaErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42P01", "42703", "42883", "3F000": // undefined table, column, function; invalid schema
+			return fmt.Errorf("%w: %w", weirdriver.ErrSchemaMissing, err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,117 @@
+package weirpgx
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// jobColumns is the select list every job query returns, in the order scanJob reads.
+// Tags come back as JSON so that the same scan serves pgx and database/sql.
+const jobColumns = `id, state, queue, kind, args, priority, attempt, max_attempts,
+	scheduled_at, created_at, attempted_at, finalized_at, lease_token, lease_expires_at,
+	attempted_by, errors, to_jsonb(tags), metadata, unique_key, unique_states,
+	release_count, cancel_requested_at`
+
+// queries holds the driver's statements with the schema filled in.
+type queries struct {
+	schema         string
+	job            string // the job table, qualified
+	insertChannel  string
+	controlChannel string
+
+	jobInsert     string
+	jobInsertCopy string
+	jobIDs        string
+	notifyInsert  string
+	jobGet        string
+	jobCancel     string
+	jobRetry      string
+	jobDelete     string
+	jobState      string
+	queueList     string
+}
+
+func newQueries(schema string) *queries {
+	q := &queries{
+		schema:         schema,
+		job:            pgx.Identifier{schema, "weir_job"}.Sanitize(),
+		insertChannel:  schema + ".weir_insert",
+		controlChannel: schema + ".weir_control",
+	}
+	fill := func(s string) string {
+		return strings.NewReplacer(
+			"{job}", q.job,
+			"{seq}", pgx.Identifier{schema, "weir_job_id_seq"}.Sanitize(),
+			"{state_bit}", pgx.Identifier{schema, "weir_state_bit"}.Sanitize(),
+			"{cols}", jobColumns,
+		).Replace(s)
+	}
+
+	// One statement inserts every job, skips those whose unique key is taken
+	// (returning the holder instead) and queues a notification per queue with new
+	// available jobs, delivered at commit. $1 is a JSON array of jobs, $2 the channel.
+	q.jobInsert = fill(`
+WITH input AS (
+	SELECT x.*, CASE WHEN x.scheduled_at > now() THEN 'scheduled' ELSE 'available' END AS state
+	FROM jsonb_to_recordset($1::jsonb) AS x(
+		ord integer, kind text, queue text, args jsonb, priority smallint,
+		max_attempts smallint, scheduled_at timestamptz, tags text[], metadata jsonb,
+		unique_key text, unique_states smallint)
+),
+inserted AS (
+	INSERT INTO {job} (state, queue, kind, args, priority, max_attempts, scheduled_at,
+		tags, metadata, unique_key, unique_states)
+	SELECT state, queue, kind, args, priority, max_attempts, coalesce(scheduled_at, now()),
+		coalesce(tags, '{}'), coalesce(metadata, '{}'), decode(unique_key, 'hex'), unique_states
+	FROM input
+	ORDER BY ord
+	ON CONFLICT (unique_key)
+		WHERE unique_key IS NOT NULL AND (unique_states & {state_bit}(state)) <> 0
+		DO UPDATE SET kind = EXCLUDED.kind
+	RETURNING *, xmax <> 0 AS duplicate
+)
+SELECT {cols}, duplicate
+FROM inserted
+WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END`)
+
+	// Bulk inserts take their ids and the transaction's clock first, then COPY.
+	q.jobIDs = fill(`SELECT now(), array(SELECT nextval('{seq}') FROM generate_series(1, $1::integer))`)
+	q.notifyInsert = `SELECT count(pg_notify($1, q)) FROM unnest($2::text[]) AS q`
+
+	q.jobGet = fill(`SELECT {cols} FROM {job} WHERE id = $1`)
+	q.jobState = fill(`SELECT state FROM {job} WHERE id = $1`)
+
+	// Cancel: a job that is not running ends at once; a running job keeps its lease
+	// and gets a cancel request that its client acts on.
+	q.jobCancel = fill(`
+WITH updated AS (
+	UPDATE {job} SET
+		state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+		finalized_at = CASE WHEN state = 'running' THEN NULL ELSE now() END,
+		cancel_requested_at = coalesce(cancel_requested_at, now())
+	WHERE id = $1 AND state NOT IN ('completed', 'cancelled', 'discarded')
+	RETURNING *
+)
+SELECT {cols} FROM updated
+WHERE CASE WHEN state = 'running' THEN pg_notify($2, 'cancel ' || id) IS NOT NULL ELSE true END`)
+
+	// Retry: a job that is not running becomes available now, with one more attempt
+	// allowed if it had used them all.
+	q.jobRetry = fill(`
+WITH updated AS (
+	UPDATE {job} SET
+		state = 'available',
+		scheduled_at = now(),
+		finalized_at = NULL,
+		cancel_requested_at = NULL,
+		max_attempts = greatest(max_attempts, attempt + 1)
+	WHERE id = $1 AND state <> 'running'
+	RETURNING *
+)
+SELECT {cols} FROM updated WHERE pg_notify($2, queue) IS NOT NULL`)
+
+	q.jobDelete = fill(`DELETE FROM {job} WHERE id = $1 AND state <> 'running' RETURNING {cols}`)
+	q.queueList = fill(`SELECT queue, state, count(*) FROM {job} GROUP BY queue, state ORDER BY queue, state`)
+	return q
+}

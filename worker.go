@@ -1,0 +1,92 @@
+package weir
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+)
+
+// Worker runs jobs whose arguments are of type T.
+type Worker[T JobArgs] interface {
+	// Work runs one attempt of job. A nil error completes the job; see the runtime
+	// docs for the errors that snooze, cancel or discard it.
+	Work(ctx context.Context, job *Job[T]) error
+}
+
+// WorkFunc makes a Worker of a function.
+func WorkFunc[T JobArgs](f func(ctx context.Context, job *Job[T]) error) Worker[T] {
+	return workFunc[T](f)
+}
+
+type workFunc[T JobArgs] func(ctx context.Context, job *Job[T]) error
+
+func (f workFunc[T]) Work(ctx context.Context, job *Job[T]) error { return f(ctx, job) }
+
+// Workers maps job kinds to the handlers that run them.
+type Workers struct {
+	byKind map[string]*workerEntry
+}
+
+// workerEntry runs one kind's jobs without knowing T at the call site.
+type workerEntry struct {
+	kind string
+	// work decodes row's args into the worker's type and runs the worker.
+	work func(ctx context.Context, row *JobRow) error
+}
+
+// NewWorkers returns an empty set of workers.
+func NewWorkers() *Workers {
+	return &Workers{byKind: map[string]*workerEntry{}}
+}
+
+// AddWorker registers worker for the kind of T. It panics if the kind is invalid or
+// already has a worker; AddWorkerSafely returns those as errors.
+func AddWorker[T JobArgs](workers *Workers, worker Worker[T]) {
+	if err := AddWorkerSafely(workers, worker); err != nil {
+		panic(err)
+	}
+}
+
+// AddWorkerSafely registers worker for the kind of T.
+func AddWorkerSafely[T JobArgs](workers *Workers, worker Worker[T]) error {
+	if workers == nil || worker == nil {
+		return invalidf("AddWorker needs workers and a worker")
+	}
+	kind := kindOf[T]()
+	if err := validateName("kind", kind); err != nil {
+		return err
+	}
+	if _, ok := workers.byKind[kind]; ok {
+		return invalidf("kind %q already has a worker", kind)
+	}
+	workers.byKind[kind] = &workerEntry{
+		kind: kind,
+		work: func(ctx context.Context, row *JobRow) error {
+			job := &Job[T]{JobRow: row}
+			if err := json.Unmarshal(row.Args, &job.Args); err != nil {
+				return fmt.Errorf("decode args of kind %q: %w", kind, err)
+			}
+			return worker.Work(ctx, job)
+		},
+	}
+	return nil
+}
+
+// kindOf returns T's kind from its zero value, or from a new value when T is a pointer.
+func kindOf[T JobArgs]() string {
+	var zero T
+	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
+		return reflect.New(t.Elem()).Interface().(JobArgs).Kind()
+	}
+	return zero.Kind()
+}
+
+// Kinds lists the kinds that have workers.
+func (w *Workers) Kinds() []string {
+	kinds := make([]string, 0, len(w.byKind))
+	for k := range w.byKind {
+		kinds = append(kinds, k)
+	}
+	return kinds
+}

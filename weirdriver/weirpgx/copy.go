@@ -7,10 +7,10 @@ import (
 	"github.com/weirq/weir/weirtype"
 )
 
-// copyColumns are the columns a bulk insert writes; the rest take their defaults.
+// copyColumns are the columns a bulk insert always writes; tags and metadata are
+// added when some job of the batch has them, and the rest take their defaults.
 var copyColumns = []string{
-	"id", "state", "queue", "kind", "args", "priority", "max_attempts",
-	"scheduled_at", "created_at", "tags", "metadata",
+	"id", "state", "queue", "kind", "args", "priority", "max_attempts", "scheduled_at", "created_at",
 }
 
 // bulkRow is the row a bulk insert writes for p, built in Go because COPY returns
@@ -39,8 +39,27 @@ func bulkRow(id int64, now time.Time, p *weirdriver.JobInsertParams) *weirtype.J
 
 // copySource feeds jobs to CopyFrom.
 type copySource struct {
-	jobs []*weirtype.JobRow
-	idx  int
+	jobs       []*weirtype.JobRow
+	idx        int
+	tags, meta bool // whether the tags and metadata columns are written
+	values     []any
+}
+
+func newCopySource(jobs []*weirtype.JobRow) (*copySource, []string) {
+	s := &copySource{jobs: jobs, idx: -1}
+	cols := copyColumns
+	for _, j := range jobs {
+		s.tags = s.tags || len(j.Tags) > 0
+		s.meta = s.meta || string(j.Metadata) != "{}"
+	}
+	if s.tags {
+		cols = append(cols[:len(cols):len(cols)], "tags")
+	}
+	if s.meta {
+		cols = append(cols[:len(cols):len(cols)], "metadata")
+	}
+	s.values = make([]any, 0, len(cols))
+	return s, cols
 }
 
 func (s *copySource) Next() bool {
@@ -50,10 +69,16 @@ func (s *copySource) Next() bool {
 
 func (s *copySource) Values() ([]any, error) {
 	j := s.jobs[s.idx]
-	return []any{
-		j.ID, string(j.State), j.Queue, j.Kind, []byte(j.Args), int16(j.Priority), int16(j.MaxAttempts),
-		j.ScheduledAt, j.CreatedAt, j.Tags, []byte(j.Metadata),
-	}, nil
+	// CopyFrom encodes the values before it asks for the next row, so one slice serves.
+	s.values = append(s.values[:0], j.ID, string(j.State), j.Queue, j.Kind, []byte(j.Args),
+		int16(j.Priority), int16(j.MaxAttempts), j.ScheduledAt, j.CreatedAt)
+	if s.tags {
+		s.values = append(s.values, j.Tags)
+	}
+	if s.meta {
+		s.values = append(s.values, []byte(j.Metadata))
+	}
+	return s.values, nil
 }
 
 func (s *copySource) Err() error { return nil }

@@ -86,7 +86,8 @@ func (e *executor) JobInsertBulk(ctx context.Context, params []*weirdriver.JobIn
 	for i, p := range params {
 		jobs[i] = bulkRow(ids[i], now, p)
 	}
-	n, err := e.db.CopyFrom(ctx, pgx.Identifier{e.q.schema, "weir_job"}, copyColumns, &copySource{jobs: jobs, idx: -1})
+	src, cols := newCopySource(jobs)
+	n, err := e.db.CopyFrom(ctx, pgx.Identifier{e.q.schema, "weir_job"}, cols, src)
 	if err != nil {
 		return nil, fmt.Errorf("copy jobs: %w", err)
 	}

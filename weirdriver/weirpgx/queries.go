@@ -20,16 +20,15 @@ type queries struct {
 	insertChannel  string
 	controlChannel string
 
-	jobInsert     string
-	jobInsertCopy string
-	jobIDs        string
-	notifyInsert  string
-	jobGet        string
-	jobCancel     string
-	jobRetry      string
-	jobDelete     string
-	jobState      string
-	queueList     string
+	jobInsert    string
+	jobIDs       string
+	notifyInsert string
+	jobGet       string
+	jobCancel    string
+	jobRetry     string
+	jobDelete    string
+	jobState     string
+	queueList    string
 }
 
 func newQueries(schema string) *queries {

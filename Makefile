@@ -1,0 +1,34 @@
+# weir's everyday commands. `make help` lists them.
+
+GO ?= go
+STATICCHECK = $(GO) tool -modfile=tools/go.mod staticcheck
+PKGS = ./...
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: demo
+demo: ## Run the demo against PostgreSQL (WEIR_DATABASE_URL, default: the local server)
+	$(GO) run ./examples/quickstart
+
+.PHONY: test
+test: ## Vet, then run every test with the race detector against a real PostgreSQL
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+.PHONY: race
+race: ## Run every test five times with the race detector, to shake out flakes
+	$(GO) test -race -count=5 -timeout 60m $(PKGS)
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck (run as a Go tool from tools/go.mod)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
+
+.PHONY: bench
+bench: ## Insert benchmarks (jobs/s); see docs/benchmarks.md
+	$(GO) test -run '^$$' -bench . -benchtime 3s -count 3 .

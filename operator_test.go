@@ -1,0 +1,160 @@
+package weir_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirq/weir"
+)
+
+// markRunning puts a job in the running state as a worker's claim would.
+func (b *bundle) markRunning(t *testing.T, id int64) {
+	t.Helper()
+	_, err := b.pool.Exec(testCtx(t), `UPDATE `+b.schema+`.weir_job
+		SET state = 'running', attempt = attempt + 1, lease_token = lease_token + 1,
+			lease_expires_at = now() + interval '1 minute', attempted_at = now(), attempted_by = 'test'
+		WHERE id = $1`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJobListPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	var ids []int64
+	for i := range 25 {
+		res, err := b.client.Insert(ctx, noopArgs{N: i}, &weir.InsertOpts{Queue: []string{"a", "b"}[i%2]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Job.ID)
+	}
+	var got []int64
+	params := &weir.JobListParams{Limit: 10}
+	pages := 0
+	for {
+		page, err := b.client.JobList(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, j := range page.Jobs {
+			got = append(got, j.ID)
+		}
+		if page.Next == 0 {
+			break
+		}
+		params.Cursor = page.Next
+	}
+	if pages != 3 || len(got) != 25 || got[0] != ids[0] || got[24] != ids[24] {
+		t.Fatalf("%d pages, ids %v", pages, got)
+	}
+	// An exact multiple of the limit ends without an empty page.
+	page, err := b.client.JobList(ctx, &weir.JobListParams{Queues: []string{"b"}, Limit: 12})
+	if err != nil || len(page.Jobs) != 12 || page.Next != 0 {
+		t.Fatalf("queue b: %v, %d jobs, next %d", err, len(page.Jobs), page.Next)
+	}
+	page, err = b.client.JobList(ctx, &weir.JobListParams{Descending: true, Limit: 2})
+	if err != nil || page.Jobs[0].ID != ids[24] || page.Next != ids[23] {
+		t.Fatalf("descending: %v %+v", err, page)
+	}
+}
+
+func TestJobListBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	now := time.Now()
+	for _, p := range []*weir.JobListParams{
+		{Limit: -1},
+		{Limit: weir.MaxListLimit + 1},
+		{Cursor: -5},
+		{States: []weir.JobState{"nope"}},
+		{Queues: []string{"bad queue"}},
+		{Kinds: []string{""}},
+		{CreatedAfter: now, CreatedBefore: now.Add(-time.Hour)},
+	} {
+		if _, err := b.client.JobList(testCtx(t), p); !errors.Is(err, weir.ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", p, err)
+		}
+	}
+}
+
+func TestJobCancelRetryDelete(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	insert := func() *weir.JobRow {
+		res, err := b.client.Insert(ctx, noopArgs{}, &weir.InsertOpts{MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Job
+	}
+
+	// A running job: cancel asks it to stop and leaves it running; retry and
+	// delete refuse it.
+	running := insert()
+	b.markRunning(t, running.ID)
+	got, err := b.client.JobCancel(ctx, running.ID)
+	if err != nil || got.State != weir.JobStateRunning || got.CancelRequestedAt == nil {
+		t.Fatalf("cancel running: %v %+v", err, got)
+	}
+	if _, err := b.client.JobRetry(ctx, running.ID); !errors.Is(err, weir.ErrJobRunning) {
+		t.Fatalf("retry running: %v", err)
+	}
+	if _, err := b.client.JobDelete(ctx, running.ID); !errors.Is(err, weir.ErrJobRunning) {
+		t.Fatalf("delete running: %v", err)
+	}
+
+	// A final job: cancel refuses, retry gives it one more attempt.
+	done := insert()
+	b.markRunning(t, done.ID)
+	if _, err := b.pool.Exec(ctx, "UPDATE "+b.schema+".weir_job SET state = 'discarded', finalized_at = now(), lease_expires_at = NULL WHERE id = $1", done.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.JobCancel(ctx, done.ID); !errors.Is(err, weir.ErrJobFinal) || !strings.Contains(err.Error(), "discarded") {
+		t.Fatalf("cancel discarded: %v", err)
+	}
+	got, err = b.client.JobRetry(ctx, done.ID)
+	if err != nil || got.State != weir.JobStateAvailable || got.MaxAttempts != 2 || got.Attempt != 1 || got.FinalizedAt != nil {
+		t.Fatalf("retry discarded: %v %+v", err, got)
+	}
+	got, err = b.client.JobDelete(ctx, done.ID)
+	if err != nil || got.ID != done.ID {
+		t.Fatalf("delete: %v %+v", err, got)
+	}
+	if _, err := b.client.JobGet(ctx, done.ID); !errors.Is(err, weir.ErrNotFound) {
+		t.Fatalf("get deleted: %v", err)
+	}
+	for _, id := range []int64{0, -1} {
+		if _, err := b.client.JobCancel(ctx, id); !errors.Is(err, weir.ErrInvalid) {
+			t.Fatalf("cancel id %d: %v", id, err)
+		}
+	}
+	if _, err := b.client.JobGet(ctx, 987654); !errors.Is(err, weir.ErrNotFound) {
+		t.Fatalf("get missing: %v", err)
+	}
+}
+
+func TestQueueList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	for _, q := range []string{"mail", "mail", "video"} {
+		if _, err := b.client.Insert(ctx, noopArgs{}, &weir.InsertOpts{Queue: q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queues, err := b.client.QueueList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(queues) != 2 || queues[0].Name != "mail" || queues[0].Counts[weir.JobStateAvailable] != 2 ||
+		queues[1].Counts[weir.JobStateAvailable] != 1 {
+		t.Fatalf("queues %+v", queues)
+	}
+}

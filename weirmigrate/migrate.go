@@ -127,6 +127,11 @@ func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
 	if err := checkApplied(versions, known); err != nil {
 		return nil, fmt.Errorf("weirmigrate: status: %w", err)
 	}
+	for i, a := range applied {
+		if a.Name != known[i].Name {
+			return nil, fmt.Errorf("weirmigrate: status: database has migration %d named %q where this weir has %q: the migration table is inconsistent", a.Version, a.Name, known[i].Name)
+		}
+	}
 	out := make([]Status, len(known))
 	for i, k := range known {
 		out[i] = Status{Migration: Migration{Version: k.Version, Name: k.Name}}

@@ -142,7 +142,9 @@ func mustLoadMigrations(fsys fs.FS) []weirdriver.Migration {
 // Migrate implements weirdriver.Driver. All migrations of one call run in one
 // transaction that holds an advisory lock keyed by the schema.
 func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, plan func(applied []int) ([]weirdriver.Migration, error)) ([]weirdriver.Migration, error) {
-	tx, err := d.pool.Begin(ctx)
+	// Read committed whatever the session's default: the statements after the lock
+	// must see what a migrator that held it before us committed.
+	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("begin migration: %w", err)
 	}
@@ -152,6 +154,28 @@ func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, pl
 		return nil, fmt.Errorf("take migration lock: %w", err)
 	}
 	ident := pgx.Identifier{d.schema}.Sanitize()
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL",
+		pgx.Identifier{d.schema, "weir_migration"}.Sanitize()).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	var applied []int
+	if exists {
+		rows, err := tx.Query(ctx, "SELECT version FROM "+ident+".weir_migration ORDER BY version")
+		if err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		if applied, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+	}
+	todo, err := plan(applied)
+	if err != nil {
+		return nil, err
+	}
+	if len(todo) == 0 {
+		return nil, nil // nothing to do, and nothing created: the deferred rollback ends it
+	}
 	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident); err != nil {
 		return nil, fmt.Errorf("create schema %s: %w", d.schema, err)
 	}
@@ -163,18 +187,6 @@ func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, pl
 		name text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return nil, fmt.Errorf("create migration table: %w", err)
-	}
-	rows, err := tx.Query(ctx, "SELECT version FROM weir_migration ORDER BY version")
-	if err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
-	}
-	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	if err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
-	}
-	todo, err := plan(applied)
-	if err != nil {
-		return nil, err
 	}
 	for _, m := range todo {
 		body, record := m.Up, "INSERT INTO weir_migration (version, name) VALUES ($1, $2)"

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weirq/weir/weirdriver/weirpgx"
+)
+
+// envDatabaseURL names the environment variable that holds the database URL when
+// --database-url is not given.
+const envDatabaseURL = "WEIR_DATABASE_URL"
+
+// pingTimeout bounds the first contact with the database.
+const pingTimeout = 10 * time.Second
+
+// dbFlags are the flags of every command that uses the database.
+type dbFlags struct {
+	url    string
+	schema string
+}
+
+func (f *dbFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "database-url", "", "PostgreSQL `URL`, such as postgres://user@host:5432/db (default $"+envDatabaseURL+")")
+	fs.StringVar(&f.schema, "schema", weirpgx.DefaultSchema, "`NAME` of the schema that holds weir's tables")
+}
+
+// resolve fills in the URL from the environment and checks the flags, before
+// anything touches the database.
+func (f *dbFlags) resolve(e *env, fs *flag.FlagSet) error {
+	if !isSet(fs, "database-url") {
+		f.url = e.getenv(envDatabaseURL)
+	}
+	if f.url == "" {
+		return usagef("%s: no database URL: pass --database-url or set %s", cmdName(fs), envDatabaseURL)
+	}
+	if err := weirpgx.ValidateSchema(f.schema); err != nil {
+		return usagef("%s: bad --schema: %s", cmdName(fs), strings.TrimPrefix(err.Error(), "weirpgx: "))
+	}
+	return nil
+}
+
+// database is an open connection pool with weir's driver on it.
+type database struct {
+	pool   *pgxpool.Pool
+	driver *weirpgx.Driver
+}
+
+func (db *database) Close() { db.pool.Close() }
+
+// open connects to the database and checks that it answers. Its errors never
+// contain the URL's password.
+func (f *dbFlags) open(ctx context.Context) (*database, error) {
+	cfg, err := pgxpool.ParseConfig(f.url)
+	if err != nil {
+		return nil, usagef("database URL does not parse: %s", redact(parseReason(err), f.url, ""))
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "weir"
+	}
+	password := cfg.ConnConfig.Password
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the database: %s", redact(err.Error(), f.url, password))
+	}
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: f.schema})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach the database: %s", redact(err.Error(), f.url, password))
+	}
+	return &database{pool: pool, driver: driver}, nil
+}
+
+// parseReason says why pgx could not parse a connection string, leaving out the
+// string itself, which pgx and net/url quote (pgx masks the password only on a
+// best-effort basis).
+func parseReason(err error) string {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return err.Error()
+	}
+	// pe.Error() is "cannot parse `<string>`: <msg>" or "... <msg> (<inner>)".
+	text := pe.Error()
+	inner := pe.Unwrap()
+	if inner != nil {
+		text = strings.TrimSuffix(text, " ("+inner.Error()+")")
+	}
+	msg := text
+	if i := strings.LastIndex(text, "`: "); i >= 0 {
+		msg = text[i+len("`: "):]
+	}
+	if inner == nil {
+		return msg
+	}
+	var ue *url.Error
+	if errors.As(inner, &ue) {
+		return msg + ": " + ue.Err.Error()
+	}
+	return msg + ": " + inner.Error()
+}
+
+var kvPassword = regexp.MustCompile(`(?i)\b(?:ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]+)`)
+
+// redact removes the connection string raw and every password it or the parsed
+// configuration holds from msg.
+func redact(msg, raw, password string) string {
+	if raw != "" {
+		msg = strings.ReplaceAll(msg, strconv.Quote(raw), "<database URL>")
+		msg = strings.ReplaceAll(msg, raw, "<database URL>")
+	}
+	secrets := []string{password}
+	// The userinfo password of a URL, found even when the URL does not parse.
+	if _, rest, ok := strings.Cut(raw, "://"); ok {
+		authority := rest
+		if i := strings.IndexAny(authority, "/?#"); i >= 0 {
+			authority = authority[:i]
+		}
+		if i := strings.LastIndex(authority, "@"); i >= 0 {
+			if _, pw, ok := strings.Cut(authority[:i], ":"); ok {
+				secrets = append(secrets, pw)
+			}
+		}
+	}
+	// password=... in the query or in key=value form.
+	for _, m := range kvPassword.FindAllStringSubmatch(raw, -1) {
+		secrets = append(secrets, m[1], strings.Trim(m[1], "'"))
+	}
+	for _, s := range secrets {
+		for _, form := range []string{s, unescape(s)} {
+			// Masking very short strings would garble the message more than it protects.
+			if len(form) >= 3 {
+				msg = strings.ReplaceAll(msg, form, "xxxxx")
+			}
+		}
+	}
+	return msg
+}
+
+func unescape(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
+}

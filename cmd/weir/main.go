@@ -1,0 +1,221 @@
+// Command weir manages a weir job queue: it migrates weir's schema and, in later
+// versions, enqueues and inspects jobs.
+//
+// Each subcommand lives in a file of its own and registers itself in commands.
+// Every failure prints exactly one line, "weir: <reason>", on stderr and exits
+// non-zero: 2 for a mistake in the command line, 1 for anything else.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command failed, e.g. the database did not answer
+	exitUsage   = 2 // the command line is wrong
+)
+
+// env is what a subcommand may use of the outside world.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string // one line for weir's usage
+	// usage prints the subcommand's help.
+	usage func(w io.Writer)
+	// run runs the subcommand with the arguments that follow its name.
+	run func(ctx context.Context, e *env, args []string) error
+}
+
+// commands lists the subcommands in the order usage shows them. A new subcommand
+// adds its file and one line here.
+func commands() []*command {
+	return []*command{
+		migrateCommand,
+		versionCommand,
+	}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run runs weir with args (without the program name) and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{stdout: stdout, stderr: stderr, getenv: getenv}
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	var err error
+	switch name := args[0]; name {
+	case "help", "-h", "-help", "--help":
+		err = help(e, args[1:])
+	default:
+		c := lookup(name)
+		if c == nil {
+			if strings.HasPrefix(name, "-") {
+				err = usagef("unknown flag %s before the command (run `weir help`)", name)
+			} else {
+				err = usagef("unknown command %q (run `weir help`)", name)
+			}
+			break
+		}
+		err = c.run(ctx, e, args[1:])
+	}
+	return report(stderr, err)
+}
+
+// report prints err as one line on w and returns the exit status it calls for.
+func report(w io.Writer, err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	}
+	fmt.Fprintf(w, "weir: %s\n", oneLine(err.Error()))
+	var u *usageError
+	if errors.As(err, &u) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// oneLine folds a multi-line message into one line. pgx puts the error of each
+// connection attempt on a line of its own, and with sslmode=prefer the same
+// refusal comes twice: repeated lines are dropped.
+func oneLine(s string) string {
+	var lines []string
+	for line := range strings.SplitSeq(s, "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		if line != "" && !slices.Contains(lines, line) {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines, " ")
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `weir is a durable job queue on PostgreSQL.
+
+Usage:
+
+    weir <command> [arguments]
+
+Commands:
+
+`)
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	for _, c := range commands() {
+		fmt.Fprintf(tw, "    %s\t%s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(tw, "    %s\t%s\n", "help", "print this help, or a command's with `weir help <command>`")
+	tw.Flush()
+	fmt.Fprint(w, `
+Commands that use the database take its URL from --database-url or, failing
+that, from the WEIR_DATABASE_URL environment variable.
+
+Run "weir <command> -h" for a command's flags.
+`)
+}
+
+// help prints weir's usage, or a command's, on stdout.
+func help(e *env, args []string) error {
+	switch len(args) {
+	case 0:
+		usage(e.stdout)
+		return nil
+	case 1:
+		c := lookup(args[0])
+		if c == nil {
+			return usagef("unknown command %q (run `weir help`)", args[0])
+		}
+		c.usage(e.stdout)
+		return nil
+	default:
+		return usagef("help takes at most one command, got %q", args)
+	}
+}
+
+// usageError is a mistake in the command line.
+type usageError struct{ msg string }
+
+func (u *usageError) Error() string { return u.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// newFlagSet returns a flag set for the named command. It prints nothing by
+// itself: parseFlags reports errors as one line and prints help on -h.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses args, which must hold only flags. On -h it prints the
+// command's help on stdout and returns flag.ErrHelp.
+func parseFlags(e *env, fs *flag.FlagSet, args []string, usage func(io.Writer)) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(e.stdout)
+			return err
+		}
+		return usagef("%s: %v (run `%s -h`)", cmdName(fs), err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q (run `%s -h`)", cmdName(fs), fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+// cmdName is the name of fs's command for messages, which weir: already prefixes.
+func cmdName(fs *flag.FlagSet) string {
+	return strings.TrimPrefix(fs.Name(), "weir ")
+}
+
+// isSet reports whether the flag was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}
+
+// printDefaults prints fs's flags on w.
+func printDefaults(w io.Writer, fs *flag.FlagSet) {
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}

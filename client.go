@@ -186,9 +186,9 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Executor, params []
 
 	results := make([]*InsertResult, len(params))
 	err := c.withSchemaCheck(ctx, func() error {
-		// A batch too small for the bulk path, or one with unique jobs, goes
-		// through one INSERT; with a single statement no transaction is needed.
-		if len(bulk) < bulkThreshold || len(unique) > 0 && len(bulk) == 0 {
+		// A batch with too few plain jobs for the bulk path goes through one
+		// INSERT, which needs no transaction of its own.
+		if len(bulk) < bulkThreshold {
 			return c.insertStatement(ctx, exec, all, results)
 		}
 		tx, err := exec.Begin(ctx)

@@ -292,7 +292,8 @@ func insertInput(params []*weirdriver.JobInsertParams) ([]byte, error) {
 			MaxAttempts: p.MaxAttempts, Tags: p.Tags, Metadata: p.Metadata,
 		}
 		if !p.ScheduledAt.IsZero() {
-			at := p.ScheduledAt
+			// Truncate as pgx does for COPY; PostgreSQL would round the text form.
+			at := p.ScheduledAt.Truncate(time.Microsecond)
 			rec.ScheduledAt = &at
 		}
 		if p.UniqueKey != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,12 +36,74 @@ type Config struct {
 	Workers *Workers
 	// Logger receives the client's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Hooks are called for every job event, detached (see Hook).
+	Hooks []Hook
+
+	// Queues are the queues this client works, with their settings. A client
+	// without queues only inserts and operates.
+	Queues map[string]QueueConfig
+	// LeaseDuration is how long a claim or renewal holds a job (database clock).
+	// Default: 30 s. At least 3× HeartbeatInterval.
+	LeaseDuration time.Duration
+	// HeartbeatInterval is how often the client renews all its leases, in one
+	// statement. Default: 5 s.
+	HeartbeatInterval time.Duration
+	// RescueInterval is how often the maintenance leader takes back jobs whose lease
+	// expired. Default: 15 s.
+	RescueInterval time.Duration
+	// FetchPollInterval is how often an idle queue looks for work when no
+	// notification wakes it (jobs inserted by other processes while the listener
+	// was down, scheduled jobs that became due). Default: 1 s.
+	FetchPollInterval time.Duration
+	// JobTimeout bounds each attempt; a worker may set its own (Timeout method).
+	// Default: 1 min. Negative means no timeout.
+	JobTimeout time.Duration
+	// RetryPolicy says when failed jobs run again; a worker may set its own
+	// (NextRetry method). Default: ExponentialBackoff{}.
+	RetryPolicy RetryPolicy
+	// ShutdownReserve is the part of Stop's budget kept for writing outcomes after
+	// handlers are cancelled. Default: 1 s, or a fifth of the budget if smaller.
+	ShutdownReserve time.Duration
+	// CompletedRetention, CancelledRetention and DiscardedRetention say how long
+	// final jobs are kept before maintenance deletes them. Defaults: 24 h, 7 days,
+	// 7 days. Negative means keep forever.
+	CompletedRetention time.Duration
+	CancelledRetention time.Duration
+	DiscardedRetention time.Duration
 }
+
+// QueueConfig configures one queue of a client.
+type QueueConfig struct {
+	// MaxWorkers is the most handlers of this queue that run at once in this
+	// client. At least 1.
+	MaxWorkers int
+	// Prefetch is how many claimed jobs may wait locally for a free worker, beyond
+	// MaxWorkers. Default: MaxWorkers/4, at most 100. Negative means none.
+	Prefetch int
+}
+
+// Runtime defaults.
+const (
+	DefaultLeaseDuration      = 30 * time.Second
+	DefaultHeartbeatInterval  = 5 * time.Second
+	DefaultRescueInterval     = 15 * time.Second
+	DefaultFetchPollInterval  = time.Second
+	DefaultJobTimeout         = time.Minute
+	DefaultShutdownReserve    = time.Second
+	DefaultCompletedRetention = 24 * time.Hour
+	DefaultCancelledRetention = 7 * 24 * time.Hour
+	DefaultDiscardedRetention = 7 * 24 * time.Hour
+)
 
 // Client inserts jobs, runs them and lets operators see and steer them.
 type Client struct {
 	config Config
 	driver weirdriver.Driver
+	events *eventBus
+
+	mu      sync.Mutex
+	started bool
+	rt      *runtime // set by Start
 }
 
 // NewClient returns a client on driver. It does no I/O; a schema that is not
@@ -49,10 +112,11 @@ func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	if driver == nil {
 		return nil, invalidf("driver is nil")
 	}
-	c := &Client{driver: driver}
+	c := &Client{driver: driver, events: &eventBus{}}
 	if config != nil {
 		c.config = *config
 	}
+	c.events.hooks = c.config.Hooks
 	cfg := &c.config
 	if cfg.MaxArgsBytes < 0 {
 		return nil, invalidf("Config.MaxArgsBytes %d is negative", cfg.MaxArgsBytes)
@@ -71,7 +135,70 @@ func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	if cfg.Workers == nil {
 		cfg.Workers = NewWorkers()
 	}
+	if err := cfg.setRuntimeDefaults(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// setRuntimeDefaults fills in and checks the runtime's settings.
+func (cfg *Config) setRuntimeDefaults() error {
+	for _, d := range []struct {
+		name  string
+		value *time.Duration
+		def   time.Duration
+	}{
+		{"LeaseDuration", &cfg.LeaseDuration, DefaultLeaseDuration},
+		{"HeartbeatInterval", &cfg.HeartbeatInterval, DefaultHeartbeatInterval},
+		{"RescueInterval", &cfg.RescueInterval, DefaultRescueInterval},
+		{"FetchPollInterval", &cfg.FetchPollInterval, DefaultFetchPollInterval},
+		{"ShutdownReserve", &cfg.ShutdownReserve, DefaultShutdownReserve},
+	} {
+		switch {
+		case *d.value < 0:
+			return invalidf("Config.%s %s is negative", d.name, *d.value)
+		case *d.value == 0:
+			*d.value = d.def
+		}
+	}
+	if cfg.LeaseDuration < 3*cfg.HeartbeatInterval {
+		return invalidf("Config.LeaseDuration %s is under 3× HeartbeatInterval (%s): one late renewal would lose leases",
+			cfg.LeaseDuration, cfg.HeartbeatInterval)
+	}
+	for _, d := range []struct {
+		value *time.Duration
+		def   time.Duration
+	}{
+		{&cfg.JobTimeout, DefaultJobTimeout},
+		{&cfg.CompletedRetention, DefaultCompletedRetention},
+		{&cfg.CancelledRetention, DefaultCancelledRetention},
+		{&cfg.DiscardedRetention, DefaultDiscardedRetention},
+	} {
+		if *d.value == 0 {
+			*d.value = d.def
+		}
+	}
+	if cfg.RetryPolicy == nil {
+		cfg.RetryPolicy = ExponentialBackoff{}
+	}
+	queues := make(map[string]QueueConfig, len(cfg.Queues))
+	for name, q := range cfg.Queues {
+		if err := validateName("queue", name); err != nil {
+			return err
+		}
+		if q.MaxWorkers < 1 {
+			return invalidf("queue %q: MaxWorkers %d is under 1", name, q.MaxWorkers)
+		}
+		switch {
+		case q.Prefetch == 0:
+			q.Prefetch = min(q.MaxWorkers/4, 100)
+		case q.Prefetch < 0:
+			q.Prefetch = 0
+		}
+		queues[name] = q
+	}
+	cfg.Queues = queues
+	return nil
 }
 
 // ID is the client's instance id.

@@ -2,6 +2,7 @@ package weir_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -13,7 +14,12 @@ import (
 	"github.com/weirq/weir/weirmigrate"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain()) // a worker process of TestCrashBound
+	}
+	dbtest.Main(m)
+}
 
 // bundle is what most tests need: a client on a fresh, migrated schema.
 type bundle struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"time"
 )
 
 // Worker runs jobs whose arguments are of type T.
@@ -33,6 +34,15 @@ type workerEntry struct {
 	kind string
 	// work decodes row's args into the worker's type and runs the worker.
 	work func(ctx context.Context, row *JobRow) error
+	// timeout and retry are the worker's own, when it has them.
+	timeout func(row *JobRow) time.Duration
+	retry   RetryPolicy
+}
+
+// WorkerWithTimeout is a worker that sets the timeout of each attempt: a positive
+// duration, a negative one for none, or 0 for Config.JobTimeout.
+type WorkerWithTimeout interface {
+	Timeout(job *JobRow) time.Duration
 }
 
 // NewWorkers returns an empty set of workers.
@@ -60,7 +70,7 @@ func AddWorkerSafely[T JobArgs](workers *Workers, worker Worker[T]) error {
 	if _, ok := workers.byKind[kind]; ok {
 		return invalidf("kind %q already has a worker", kind)
 	}
-	workers.byKind[kind] = &workerEntry{
+	entry := &workerEntry{
 		kind: kind,
 		work: func(ctx context.Context, row *JobRow) error {
 			job := &Job[T]{JobRow: row}
@@ -70,6 +80,13 @@ func AddWorkerSafely[T JobArgs](workers *Workers, worker Worker[T]) error {
 			return worker.Work(ctx, job)
 		},
 	}
+	if w, ok := worker.(WorkerWithTimeout); ok {
+		entry.timeout = w.Timeout
+	}
+	if w, ok := worker.(RetryPolicy); ok {
+		entry.retry = w
+	}
+	workers.byKind[kind] = entry
 	return nil
 }
 

@@ -35,6 +35,13 @@ type Driver interface {
 	Migrate(ctx context.Context, direction Direction, plan func(applied []int) ([]Migration, error)) ([]Migration, error)
 	// MigrationsApplied returns the versions applied so far, in order.
 	MigrationsApplied(ctx context.Context) ([]AppliedMigration, error)
+
+	// Listen opens a listener on its own connection for the given channels.
+	Listen(ctx context.Context, channels ...string) (Listener, error)
+	// InsertChannel carries the queue name of jobs that became available.
+	InsertChannel() string
+	// ControlChannel carries commands to clients, such as "cancel <id>".
+	ControlChannel() string
 }
 
 // Direction is the way a migration runs.
@@ -84,6 +91,37 @@ type Executor interface {
 	JobDelete(ctx context.Context, id int64) (*weirtype.JobRow, error)
 	// QueueList counts jobs by queue and state.
 	QueueList(ctx context.Context) ([]*QueueStats, error)
+
+	// The worker runtime's statements. Every write about a running job is fenced:
+	// it applies only while the job is running under the given lease token, and a
+	// write that matches nothing (stale) changes nothing.
+
+	// JobClaim leases up to Max due available jobs of a queue, in priority, then
+	// scheduled time, then id order, skipping jobs that other claimers hold locked.
+	JobClaim(ctx context.Context, params *JobClaimParams) ([]*weirtype.JobRow, error)
+	// JobFinalize writes a batch of outcomes in one statement and reports, per
+	// param in order, whether it applied (false: stale, nothing changed).
+	JobFinalize(ctx context.Context, params []*JobFinalizeParams) ([]bool, error)
+	// JobRenew extends a batch of leases in one statement.
+	JobRenew(ctx context.Context, params *JobRenewParams) (*JobRenewResult, error)
+	// JobRescue takes back running jobs whose lease expired by the database clock
+	// and returns them as they are afterwards.
+	JobRescue(ctx context.Context, params *JobRescueParams) ([]*weirtype.JobRow, error)
+	// JobSchedule makes up to limit due scheduled and retryable jobs available and
+	// returns how many it changed.
+	JobSchedule(ctx context.Context, limit int) (int, error)
+	// JobPrune deletes old final jobs and returns how many it deleted.
+	JobPrune(ctx context.Context, params *JobPruneParams) (int, error)
+
+	// LeaderElect takes leadership of params.Name when nobody holds it or the
+	// holder's term expired, or renews it for its holder. It reports whether
+	// params.LeaderID leads afterwards.
+	LeaderElect(ctx context.Context, params *LeaderElectParams) (bool, error)
+	// LeaderResign gives up leadership of name if leaderID holds it.
+	LeaderResign(ctx context.Context, name, leaderID string) error
+	// LeaderGet returns the current leader of name, or ErrNotFound when nobody
+	// holds an unexpired term.
+	LeaderGet(ctx context.Context, name string) (leaderID string, expiresAt time.Time, err error)
 
 	// Begin starts a transaction, or a savepoint inside one.
 	Begin(ctx context.Context) (ExecutorTx, error)

@@ -38,6 +38,24 @@ func Run(t *testing.T, setup Setup) {
 		{"Delete", testDelete},
 		{"QueueList", testQueueList},
 		{"MigrationsApplied", testMigrationsApplied},
+
+		// The worker runtime's statements (runtime.go).
+		{"ClaimOrderAndMax", testClaimOrderAndMax},
+		{"ClaimSetsLease", testClaimSetsLease},
+		{"ClaimConcurrentNoOverlap", testClaimConcurrentNoOverlap},
+		{"FinalizeOutcomes", testFinalizeOutcomes},
+		{"FinalizeStaleChangesNothing", testFinalizeStaleChangesNothing},
+		{"FinalizeCancelRequested", testFinalizeCancelRequested},
+		{"FinalizeRetryPastMaxAttempts", testFinalizeRetryPastMaxAttempts},
+		{"RuntimeNotifies", testRuntimeNotifies},
+		{"Renew", testRenew},
+		{"Rescue", testRescue},
+		{"Schedule", testSchedule},
+		{"Prune", testPrune},
+		{"LeaderElection", testLeaderElection},
+		{"LeaderElectionConcurrent", testLeaderElectionConcurrent},
+		{"Listen", testListen},
+		{"RuntimeRejectsBadParams", testRuntimeRejectsBadParams},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ const DefaultSchema = "public"
 type Config struct {
 	// Schema holds weir's tables. Default: "public". It must be a lower-case SQL
 	// identifier: a letter or underscore, then letters, digits or underscores, at
-	// most 63 characters.
+	// most 50 characters (so that its notification channel names fit in 63).
 	Schema string
 }
 
@@ -37,7 +37,9 @@ type Driver struct {
 	q      *queries
 }
 
-var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+// schemaPattern keeps names short enough that the notification channels
+// "<schema>.weir_insert" and "<schema>.weir_control" fit PostgreSQL's 63 bytes.
+var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,49}$`)
 
 // New returns a driver on pool. The caller keeps ownership of the pool.
 func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
@@ -57,7 +59,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
 // ValidateSchema reports whether name can be weir's schema.
 func ValidateSchema(name string) error {
 	if !schemaPattern.MatchString(name) {
-		return fmt.Errorf("weirpgx: schema %q is not a lower-case SQL identifier (a letter or _, then letters, digits or _, at most 63 characters)", name)
+		return fmt.Errorf("weirpgx: schema %q is not a lower-case SQL identifier (a letter or _, then letters, digits or _, at most 50 characters)", name)
 	}
 	return nil
 }

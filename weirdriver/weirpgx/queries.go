@@ -29,6 +29,8 @@ type queries struct {
 	jobDelete    string
 	jobState     string
 	queueList    string
+
+	runtimeQueries
 }
 
 func newQueries(schema string) *queries {
@@ -37,6 +39,7 @@ func newQueries(schema string) *queries {
 		job:            pgx.Identifier{schema, "weir_job"}.Sanitize(),
 		insertChannel:  schema + ".weir_insert",
 		controlChannel: schema + ".weir_control",
+		runtimeQueries: newRuntimeQueries(schema),
 	}
 	fill := func(s string) string {
 		return strings.NewReplacer(

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
@@ -98,4 +99,30 @@ func (s *sqlSavepoint) Rollback(ctx context.Context) error {
 	s.done = true
 	_, err := s.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT weir_insert")
 	return err
+}
+
+// The worker runtime's statements run on the driver's pool or in a pgx.Tx.
+
+func (e *sqlExecutor) JobClaim(context.Context, *weirdriver.JobClaimParams) ([]*weirtype.JobRow, error) {
+	return nil, errSQLTx
+}
+func (e *sqlExecutor) JobFinalize(context.Context, []*weirdriver.JobFinalizeParams) ([]bool, error) {
+	return nil, errSQLTx
+}
+func (e *sqlExecutor) JobRenew(context.Context, *weirdriver.JobRenewParams) (*weirdriver.JobRenewResult, error) {
+	return nil, errSQLTx
+}
+func (e *sqlExecutor) JobRescue(context.Context, *weirdriver.JobRescueParams) ([]*weirtype.JobRow, error) {
+	return nil, errSQLTx
+}
+func (e *sqlExecutor) JobSchedule(context.Context, int) (int, error) { return 0, errSQLTx }
+func (e *sqlExecutor) JobPrune(context.Context, *weirdriver.JobPruneParams) (int, error) {
+	return 0, errSQLTx
+}
+func (e *sqlExecutor) LeaderElect(context.Context, *weirdriver.LeaderElectParams) (bool, error) {
+	return false, errSQLTx
+}
+func (e *sqlExecutor) LeaderResign(context.Context, string, string) error { return errSQLTx }
+func (e *sqlExecutor) LeaderGet(context.Context, string) (string, time.Time, error) {
+	return "", time.Time{}, errSQLTx
 }

@@ -1,0 +1,100 @@
+package weir
+
+import (
+	"context"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+)
+
+// heartbeat renews every lease the client holds in one statement per interval,
+// cancels handlers whose lease was lost or asked to cancel, and cancels handlers
+// whose local lease deadline passed while the database could not be reached.
+func (rt *runtime) heartbeat(ctx context.Context) {
+	tick := time.NewTicker(rt.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rt.renew(ctx)
+		rt.expireDeadlines(time.Now())
+	}
+}
+
+// leaseBudget is how long after a claim or renewal is sent the client trusts the
+// lease: the lease duration minus one heartbeat interval of margin, so that a
+// handler is cancelled before the database lets another worker take its job.
+func (rt *runtime) leaseBudget() time.Duration {
+	return rt.cfg.LeaseDuration - rt.cfg.HeartbeatInterval
+}
+
+func (rt *runtime) renew(ctx context.Context) {
+	ids, tokens := rt.leases.snapshot()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, rt.cfg.HeartbeatInterval)
+	defer cancel()
+	sent := time.Now()
+	res, err := rt.exec.JobRenew(ctx, &weirdriver.JobRenewParams{
+		IDs: ids, LeaseTokens: tokens, LeaseDuration: rt.cfg.LeaseDuration,
+	})
+	if err != nil {
+		if ctx.Err() == nil || rt.hardCtx.Err() == nil {
+			rt.logger.Warn("weir: renew leases", "leases", len(ids), "error", err)
+		}
+		return
+	}
+	deadline := sent.Add(rt.leaseBudget())
+	tokenOf := make(map[int64]int64, len(ids))
+	for i, id := range ids {
+		tokenOf[id] = tokens[i]
+	}
+	rt.leases.mu.Lock()
+	defer rt.leases.mu.Unlock()
+	for _, id := range res.Renewed {
+		if j := rt.leases.jobs[id]; j != nil && j.token == tokenOf[id] && !j.lost {
+			j.deadline = deadline
+		}
+	}
+	for _, id := range res.CancelRequested {
+		if j := rt.leases.jobs[id]; j != nil && j.cancel != nil {
+			j.cancel(ErrJobCancelRequested)
+		}
+	}
+	for _, id := range res.Lost {
+		if j := rt.leases.jobs[id]; j != nil && j.token == tokenOf[id] {
+			rt.loseLocked(j, "renewal found the lease gone")
+		}
+	}
+}
+
+// expireDeadlines treats leases past their local deadline as lost.
+func (rt *runtime) expireDeadlines(now time.Time) {
+	rt.leases.mu.Lock()
+	defer rt.leases.mu.Unlock()
+	for _, j := range rt.leases.jobs {
+		if !j.lost && !now.Before(j.deadline) {
+			rt.loseLocked(j, "no renewal reached the database in time")
+		}
+	}
+}
+
+// loseLocked marks j's lease lost and cancels its handler. A buffered job is
+// dropped from its producer's buffer; a finalizing one is abandoned by the
+// completer. rt.leases.mu is held.
+func (rt *runtime) loseLocked(j *heldJob, why string) {
+	j.lost = true
+	rt.stats.leasesLost.Add(1)
+	rt.logger.Warn("weir: lease lost", "job_id", j.row.ID, "lease_token", j.token, "reason", why)
+	rt.events.emit(&Event{Kind: EventLeaseLost, Job: j.row})
+	switch j.state {
+	case heldRunning:
+		j.cancel(ErrLeaseLost)
+	case heldBuffered:
+		delete(rt.leases.jobs, j.row.ID)
+	}
+}

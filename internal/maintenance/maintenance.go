@@ -1,0 +1,365 @@
+// Package maintenance runs weir's housekeeping (rescuing expired leases, making
+// due jobs available, deleting old final jobs) in one elected client at a time
+// among all clients that share a schema.
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+)
+
+// LeaderName is the name maintenance leadership is elected under.
+const LeaderName = "maintenance"
+
+// Defaults of Config's zero fields.
+const (
+	DefaultRescueInterval     = 15 * time.Second
+	DefaultCompletedRetention = 24 * time.Hour
+	DefaultCancelledRetention = 7 * 24 * time.Hour
+	DefaultDiscardedRetention = 7 * 24 * time.Hour
+	DefaultElectInterval      = 5 * time.Second
+	DefaultScheduleInterval   = time.Second
+	DefaultPruneInterval      = time.Minute
+	DefaultBatchSize          = 1000
+)
+
+// ErrStopped is returned by Start on a service that was stopped or started before:
+// a service runs once.
+var ErrStopped = errors.New("maintenance: service already started or stopped")
+
+// Config configures a Service. Zero fields take their defaults.
+type Config struct {
+	// ClientID is the candidate's unique id. Required.
+	ClientID string
+	// Logger receives the service's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// RescueInterval is how often expired leases are rescued. Default: 15 s.
+	RescueInterval time.Duration
+	// CompletedRetention, CancelledRetention and DiscardedRetention say how long
+	// final jobs are kept before they are deleted. Defaults: 24 h, 7 days, 7 days.
+	// Negative means keep forever.
+	CompletedRetention time.Duration
+	CancelledRetention time.Duration
+	DiscardedRetention time.Duration
+	// ElectInterval is how often the service tries for, or renews, leadership. It
+	// is also the safety margin by which a leader stops before its term may be
+	// taken over, and the timeout of each statement. Default: 5 s.
+	ElectInterval time.Duration
+	// LeaderTTL is how long a term lasts without renewal (database clock). It
+	// must exceed 2×ElectInterval. Default: 3×ElectInterval.
+	LeaderTTL time.Duration
+	// ScheduleInterval is how often due scheduled and retryable jobs are made
+	// available. Default: 1 s.
+	ScheduleInterval time.Duration
+	// PruneInterval is how often old final jobs are deleted. Default: 1 min.
+	PruneInterval time.Duration
+	// BatchSize is the most rows one rescue, schedule or prune statement
+	// changes; each task repeats its statement until a batch comes back short.
+	// Default: 1000.
+	BatchSize int
+}
+
+// withDefaults returns a copy of c with its zero fields set to their defaults.
+func (c *Config) withDefaults() Config {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.RescueInterval, DefaultRescueInterval)
+	def(&cfg.CompletedRetention, DefaultCompletedRetention)
+	def(&cfg.CancelledRetention, DefaultCancelledRetention)
+	def(&cfg.DiscardedRetention, DefaultDiscardedRetention)
+	def(&cfg.ElectInterval, DefaultElectInterval)
+	def(&cfg.LeaderTTL, 3*cfg.ElectInterval)
+	def(&cfg.ScheduleInterval, DefaultScheduleInterval)
+	def(&cfg.PruneInterval, DefaultPruneInterval)
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	return cfg
+}
+
+// validate reports the first problem of a config with its defaults set.
+func (c *Config) validate() error {
+	if c.ClientID == "" {
+		return errors.New("maintenance: ClientID is empty")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"RescueInterval", c.RescueInterval},
+		{"ElectInterval", c.ElectInterval},
+		{"LeaderTTL", c.LeaderTTL},
+		{"ScheduleInterval", c.ScheduleInterval},
+		{"PruneInterval", c.PruneInterval},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("maintenance: %s %v is negative", d.name, d.v)
+		}
+	}
+	if c.BatchSize < 0 {
+		return fmt.Errorf("maintenance: BatchSize %d is negative", c.BatchSize)
+	}
+	// A term is trusted for LeaderTTL − ElectInterval after its renewal was sent;
+	// that must outlast the next renewal, sent ElectInterval later.
+	if c.LeaderTTL <= 2*c.ElectInterval {
+		return fmt.Errorf("maintenance: LeaderTTL %v must exceed 2×ElectInterval (%v)", c.LeaderTTL, c.ElectInterval)
+	}
+	return nil
+}
+
+// Stats counts what a service did since it was made.
+type Stats struct {
+	// Rescued counts jobs taken back from expired leases.
+	Rescued int64
+	// Scheduled counts scheduled and retryable jobs made available.
+	Scheduled int64
+	// Pruned counts final jobs deleted.
+	Pruned int64
+	// Elections counts the times the service won leadership.
+	Elections int64
+}
+
+// Service elects a maintenance leader among the clients sharing a schema and,
+// while it leads, runs the maintenance tasks. It owns every goroutine it starts
+// and awaits them in Stop.
+type Service struct {
+	exec   weirdriver.Executor
+	cfg    Config
+	logger *slog.Logger
+
+	// epoch anchors deadline to the monotonic clock.
+	epoch time.Time
+	// deadline is the local end of the current term in nanoseconds since epoch,
+	// or 0 when the service does not lead. Only the elector writes it.
+	deadline atomic.Int64
+
+	rescued, scheduled, pruned, elections atomic.Int64
+
+	mu      sync.Mutex
+	state   int                // one of the state constants below
+	cancel  context.CancelFunc // ends the elector
+	abort   context.CancelFunc // cuts a resignation in progress
+	elector sync.WaitGroup
+}
+
+const (
+	stateNew = iota
+	stateStarted
+	stateStopped
+)
+
+// New returns a service that runs statements on exec. Start validates cfg.
+func New(exec weirdriver.Executor, cfg *Config) *Service {
+	c := cfg.withDefaults()
+	return &Service{
+		exec:   exec,
+		cfg:    c,
+		logger: c.Logger.With(slog.String("service", "maintenance"), slog.String("client_id", c.ClientID)),
+		epoch:  time.Now(),
+	}
+}
+
+// Start starts the elector and returns at once. When ctx ends the service stops
+// as if Stop were called, but only Stop awaits its goroutines.
+func (s *Service) Start(ctx context.Context) error {
+	if s.exec == nil {
+		return errors.New("maintenance: executor is nil")
+	}
+	if err := s.cfg.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateNew {
+		return ErrStopped
+	}
+	s.state = stateStarted
+	electCtx, cancel := context.WithCancel(ctx)
+	// The resignation outlives the elector's context, so that a service ended by
+	// ctx still gives up its term; Stop's ctx (or LeaderTTL) bounds it.
+	resignCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel, s.abort = cancel, abort
+	s.elector.Go(func() { s.elect(electCtx, resignCtx) })
+	return nil
+}
+
+// Stop stops the maintenance tasks and the elector, gives up leadership if held
+// (for no longer than ctx allows) and waits for every goroutine the service
+// started. It is safe to call twice, concurrently, or before Start.
+func (s *Service) Stop(ctx context.Context) {
+	s.mu.Lock()
+	s.state = stateStopped
+	cancel, abort := s.cancel, s.abort
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	stopAbort := context.AfterFunc(ctx, abort)
+	defer stopAbort()
+	cancel()
+	s.elector.Wait()
+	abort()
+}
+
+// IsLeader reports whether the service leads now. It turns false by itself when
+// the local deadline of the term passes, even if the elector is stuck.
+func (s *Service) IsLeader() bool {
+	_, ok := s.termDeadline()
+	return ok
+}
+
+// Stats returns the service's counters.
+func (s *Service) Stats() Stats {
+	return Stats{
+		Rescued:   s.rescued.Load(),
+		Scheduled: s.scheduled.Load(),
+		Pruned:    s.pruned.Load(),
+		Elections: s.elections.Load(),
+	}
+}
+
+// termDeadline returns the local end of the current term, and false when the
+// service does not lead or that end has passed.
+func (s *Service) termDeadline() (time.Time, bool) {
+	d := time.Duration(s.deadline.Load())
+	if d == 0 || time.Since(s.epoch) >= d {
+		return time.Time{}, false
+	}
+	return s.epoch.Add(d), true
+}
+
+// term is one period of leadership: the maintenance tasks run under ctx.
+type term struct {
+	cancel context.CancelFunc
+	tasks  sync.WaitGroup
+}
+
+// elect is the elector loop. It tries for leadership at once and then every
+// ElectInterval, starts the tasks when it wins, and stops them at once when a
+// renewal fails or the term's local deadline passes. It owns the tasks.
+func (s *Service) elect(ctx, resignCtx context.Context) {
+	var (
+		t *term
+		// mayHold is whether the store may record this client as leader: after
+		// any election call that did not answer no.
+		mayHold bool
+	)
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
+	defer expiry.Stop()
+	next := time.NewTimer(0)
+	defer next.Stop()
+
+	lose := func(why string, attrs ...any) {
+		if t == nil {
+			return
+		}
+		// IsLeader turns false and no new statement starts before the tasks are
+		// cancelled and awaited.
+		s.deadline.Store(0)
+		expiry.Stop()
+		t.cancel()
+		t.tasks.Wait()
+		t = nil
+		s.logger.Info("maintenance: leadership ended: "+why, attrs...)
+	}
+	defer func() {
+		lose("stopping")
+		if mayHold {
+			s.resign(resignCtx)
+		}
+	}()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-expiry.C:
+			lose("local deadline passed without a renewal")
+			continue
+		case <-next.C:
+		}
+		// The term runs from the moment the call is sent: the database's term
+		// starts no earlier, so ours ends no later than its.
+		sent := time.Now()
+		next.Reset(s.cfg.ElectInterval)
+		callEnd := sent.Add(s.cfg.ElectInterval)
+		if d, ok := s.termDeadline(); ok && d.Before(callEnd) {
+			callEnd = d
+		}
+		callCtx, cancel := context.WithDeadline(ctx, callEnd)
+		won, err := s.exec.LeaderElect(callCtx, &weirdriver.LeaderElectParams{
+			Name: LeaderName, LeaderID: s.cfg.ClientID, TTL: s.cfg.LeaderTTL,
+		})
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			mayHold = err != nil || won
+			return
+		case err != nil:
+			mayHold = true // the statement may have committed before it failed
+			s.logger.Warn("maintenance: elect leader", slog.Any("error", err))
+			lose("renewal failed", slog.Any("error", err))
+			continue
+		case !won:
+			mayHold = false
+			if t != nil {
+				// The store's term ended before the local deadline: the clocks
+				// disagree by more than the margin.
+				s.logger.Warn("maintenance: term lost before its local deadline", slog.Duration("margin", s.cfg.ElectInterval))
+			}
+			lose("another client leads")
+			continue
+		}
+		mayHold = true
+		deadline := sent.Add(s.cfg.LeaderTTL - s.cfg.ElectInterval)
+		left := time.Until(deadline)
+		if left <= 0 {
+			lose("renewal came back after the local deadline")
+			continue
+		}
+		s.deadline.Store(int64(deadline.Sub(s.epoch)))
+		expiry.Reset(left)
+		if t == nil {
+			t = s.startTerm(ctx)
+		}
+	}
+}
+
+// startTerm starts the maintenance tasks of a term just won.
+func (s *Service) startTerm(ctx context.Context) *term {
+	s.elections.Add(1)
+	s.logger.Info("maintenance: leadership won")
+	tctx, cancel := context.WithCancel(ctx)
+	t := &term{cancel: cancel}
+	t.tasks.Go(func() { s.every(tctx, s.cfg.RescueInterval, true, s.rescue) })
+	t.tasks.Go(func() { s.every(tctx, s.cfg.ScheduleInterval, true, s.schedule) })
+	t.tasks.Go(func() { s.every(tctx, s.cfg.PruneInterval, false, s.prune) })
+	return t
+}
+
+// resign gives up the term, for no longer than the term could still last.
+func (s *Service) resign(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderTTL)
+	defer cancel()
+	if err := s.exec.LeaderResign(ctx, LeaderName, s.cfg.ClientID); err != nil {
+		s.logger.Warn("maintenance: resign leadership", slog.Any("error", err))
+	}
+}

@@ -1,0 +1,662 @@
+package maintenance_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/internal/maintenance"
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirdriver/weirpgx"
+	"github.com/weirq/weir/weirmigrate"
+	"github.com/weirq/weir/weirtype"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// Short intervals so that elections and failovers happen within a test.
+const (
+	electInterval = 50 * time.Millisecond
+	leaderTTL     = 300 * time.Millisecond
+	// waitLimit bounds every wait for something that should happen much sooner.
+	waitLimit = 10 * time.Second
+)
+
+// bundle is one test's schema, migrated, with a driver on a pool of its own.
+type bundle struct {
+	schema string
+	pool   *pgxpool.Pool
+	exec   weirdriver.Executor
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	b := &bundle{schema: dbtest.Schema(t), pool: dbtest.Pool(t, nil)}
+	d, err := weirpgx.New(b.pool, &weirpgx.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.exec = d.Executor()
+	return b
+}
+
+// ownPool returns a driver on the bundle's schema with a pool of its own, which
+// the test may close to cut the driver off the database.
+func (b *bundle) ownPool(t *testing.T) (*pgxpool.Pool, weirdriver.Executor) {
+	t.Helper()
+	pool := dbtest.Pool(t, nil)
+	d, err := weirpgx.New(pool, &weirpgx.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, d.Executor()
+}
+
+// config returns a config with short intervals for client id.
+func config(t *testing.T, id string) *maintenance.Config {
+	return &maintenance.Config{
+		ClientID:      id,
+		Logger:        slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("test_client", id),
+		ElectInterval: electInterval,
+		LeaderTTL:     leaderTTL,
+	}
+}
+
+// start starts a service and stops it when the test ends (before the pools it
+// uses are closed, since those were made earlier).
+func start(t *testing.T, exec weirdriver.Executor, cfg *maintenance.Config) *maintenance.Service {
+	t.Helper()
+	s := maintenance.New(exec, cfg)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, s) })
+	return s
+}
+
+func stop(t *testing.T, s *maintenance.Service) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.Stop(ctx)
+}
+
+// leaders returns the indexes of the services that lead now.
+func leaders(svcs []*maintenance.Service) []int {
+	var ls []int
+	for i, s := range svcs {
+		if s.IsLeader() {
+			ls = append(ls, i)
+		}
+	}
+	return ls
+}
+
+// awaitLeader polls until exactly one service leads and returns it. It fails the
+// test if two ever lead at once.
+func awaitLeader(t *testing.T, svcs []*maintenance.Service) int {
+	t.Helper()
+	var leader int
+	awaitCond(t, "one leader", svcs, func() bool {
+		ls := leaders(svcs)
+		if len(ls) == 1 {
+			leader = ls[0]
+			return true
+		}
+		return false
+	})
+	return leader
+}
+
+// awaitCond polls cond every millisecond until it holds, for at most waitLimit,
+// and checks at every poll that no two of svcs lead at once.
+func awaitCond(t *testing.T, what string, svcs []*maintenance.Service, cond func() bool) time.Time {
+	t.Helper()
+	ticker := time.NewTicker(time.Millisecond)
+	defer ticker.Stop()
+	limit := time.NewTimer(waitLimit)
+	defer limit.Stop()
+	for {
+		if ls := leaders(svcs); len(ls) > 1 {
+			t.Fatalf("services %v lead at once", ls)
+		}
+		if cond() {
+			return time.Now()
+		}
+		select {
+		case <-ticker.C:
+		case <-limit.C:
+			t.Fatalf("no %s within %v", what, waitLimit)
+		}
+	}
+}
+
+// observe checks every millisecond for d that no two of svcs lead at once, and
+// returns how many times it looked.
+func observe(t *testing.T, svcs []*maintenance.Service, d time.Duration) int {
+	t.Helper()
+	ticker := time.NewTicker(time.Millisecond)
+	defer ticker.Stop()
+	end := time.NewTimer(d)
+	defer end.Stop()
+	for n := 0; ; n++ {
+		if ls := leaders(svcs); len(ls) > 1 {
+			t.Fatalf("services %v lead at once", ls)
+		}
+		select {
+		case <-ticker.C:
+		case <-end.C:
+			return n
+		}
+	}
+}
+
+func leaderGet(t *testing.T, exec weirdriver.Executor) string {
+	t.Helper()
+	id, _, err := exec.LeaderGet(t.Context(), maintenance.LeaderName)
+	if errors.Is(err, weirdriver.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// recorder wraps an executor and records when the service sent its latest
+// successful election, and when it sent each rescue. With stuck set, elections
+// block, ignoring their context, until release is closed: a wedged connection.
+type recorder struct {
+	weirdriver.Executor
+	stuck   atomic.Bool
+	release chan struct{}
+
+	mu      sync.Mutex
+	elected time.Time   // when the latest successful election was sent
+	rescues []time.Time // when each rescue was sent
+}
+
+func newRecorder(exec weirdriver.Executor) *recorder {
+	return &recorder{Executor: exec, release: make(chan struct{})}
+}
+
+func (r *recorder) LeaderElect(ctx context.Context, p *weirdriver.LeaderElectParams) (bool, error) {
+	if r.stuck.Load() {
+		<-r.release
+	}
+	sent := time.Now()
+	ok, err := r.Executor.LeaderElect(ctx, p)
+	if ok && err == nil {
+		r.mu.Lock()
+		r.elected = sent
+		r.mu.Unlock()
+	}
+	return ok, err
+}
+
+func (r *recorder) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams) ([]*weirtype.JobRow, error) {
+	r.mu.Lock()
+	r.rescues = append(r.rescues, time.Now())
+	r.mu.Unlock()
+	return r.Executor.JobRescue(ctx, p)
+}
+
+func (r *recorder) lastElected() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.elected
+}
+
+func (r *recorder) rescuesAfter(at time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, t := range r.rescues {
+		if !t.Before(at) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOneLeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var svcs []*maintenance.Service
+	for i := range 3 {
+		svcs = append(svcs, start(t, b.exec, config(t, fmt.Sprintf("client-%d", i))))
+	}
+	awaitLeader(t, svcs)
+	n := observe(t, svcs, time.Second)
+	t.Logf("looked %d times", n)
+
+	// The store agrees on who leads. A renewal cannot fail between the two looks
+	// at IsLeader on a healthy database, but tolerate it rather than flake.
+	awaitCond(t, "leader the store agrees on", svcs, func() bool {
+		before := leaders(svcs)
+		id := leaderGet(t, b.exec)
+		after := leaders(svcs)
+		return len(before) == 1 && slices.Equal(before, after) && id == fmt.Sprintf("client-%d", before[0])
+	})
+	var elections int64
+	for _, s := range svcs {
+		elections += s.Stats().Elections
+	}
+	if elections < 1 {
+		t.Fatalf("elections: %d", elections)
+	}
+}
+
+func TestFailover(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var (
+		svcs  []*maintenance.Service
+		pools []*pgxpool.Pool
+		recs  []*recorder
+	)
+	for i := range 3 {
+		pool, exec := b.ownPool(t)
+		rec := newRecorder(exec)
+		svcs = append(svcs, start(t, rec, config(t, fmt.Sprintf("client-%d", i))))
+		pools, recs = append(pools, pool), append(recs, rec)
+	}
+	id := func(i int) string { return fmt.Sprintf("client-%d", i) }
+
+	// A graceful stop resigns: the term is gone at once, and another client
+	// takes over without waiting for it to expire.
+	first := awaitLeader(t, svcs)
+	stop(t, svcs[first])
+	if svcs[first].IsLeader() {
+		t.Fatal("stopped service still leads")
+	}
+	if got := leaderGet(t, b.exec); got == id(first) {
+		t.Fatalf("stopped service %s still holds the term", got)
+	}
+	second := awaitLeader(t, svcs)
+	if second == first {
+		t.Fatal("stopped service leads again")
+	}
+
+	// A crash: the leader's database goes away, so it can neither renew nor
+	// resign. It must stop leading before its term can expire in the store, and
+	// the survivor takes over once it has.
+	pools[second].Close()
+	stopped := awaitCond(t, "end of the cut-off leader's term", svcs, func() bool { return !svcs[second].IsLeader() })
+	renewed := recs[second].lastElected()
+	if !stopped.Before(renewed.Add(leaderTTL)) {
+		t.Fatalf("cut-off leader stopped %v after its last renewal was sent, not before the TTL %v", stopped.Sub(renewed), leaderTTL)
+	}
+	t.Logf("cut-off leader stopped %v after its last renewal was sent", stopped.Sub(renewed))
+	third := awaitLeader(t, svcs)
+	if third == first || third == second {
+		t.Fatalf("leader %d, want the survivor", third)
+	}
+	if got := leaderGet(t, b.exec); got != id(third) {
+		t.Fatalf("store says %q leads, want %s", got, id(third))
+	}
+	observe(t, svcs, 100*time.Millisecond)
+}
+
+// A leader whose election call hangs, ignoring its context (a wedged
+// connection), stops leading and sends no statement after its local deadline,
+// and another client takes over.
+func TestStuckElectorStopsAtLocalDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder(b.exec)
+	cfg := config(t, "stuck")
+	cfg.RescueInterval = 5 * time.Millisecond
+	stuck := start(t, rec, cfg)
+	t.Cleanup(func() { close(rec.release) }) // runs before the Stop of start's cleanup
+	svcs := []*maintenance.Service{stuck}
+	awaitLeader(t, svcs)
+
+	rec.stuck.Store(true)
+	other := start(t, b.exec, config(t, "other"))
+	svcs = append(svcs, other)
+	stopped := awaitCond(t, "end of the stuck leader's term", svcs, func() bool { return !stuck.IsLeader() })
+	renewed := rec.lastElected()
+	localDeadline := renewed.Add(leaderTTL - electInterval)
+	if !stopped.Before(renewed.Add(leaderTTL)) {
+		t.Fatalf("stuck leader stopped %v after its last renewal was sent, not before the TTL %v", stopped.Sub(renewed), leaderTTL)
+	}
+	awaitCond(t, "takeover", svcs, other.IsLeader)
+	// The slack covers the moment between the service's look at its deadline and
+	// the recorder's look at the clock.
+	if n := rec.rescuesAfter(localDeadline.Add(10 * time.Millisecond)); n > 0 {
+		t.Fatalf("stuck leader sent %d rescues after its local deadline", n)
+	}
+	if got := leaderGet(t, b.exec); got != "other" {
+		t.Fatalf("store says %q leads, want other", got)
+	}
+}
+
+// insertJobs inserts n jobs into queue with maxAttempts, due at scheduledAt (zero: now).
+func insertJobs(t *testing.T, exec weirdriver.Executor, queue string, n, maxAttempts int, scheduledAt time.Time) []*weirtype.JobRow {
+	t.Helper()
+	var params []*weirdriver.JobInsertParams
+	for range n {
+		params = append(params, &weirdriver.JobInsertParams{
+			Kind: "noop", Queue: queue, Args: json.RawMessage(`{}`), Priority: 2,
+			MaxAttempts: maxAttempts, ScheduledAt: scheduledAt,
+		})
+	}
+	res, err := exec.JobInsert(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]*weirtype.JobRow, len(res))
+	for i, r := range res {
+		jobs[i] = r.Job
+	}
+	return jobs
+}
+
+func claim(t *testing.T, exec weirdriver.Executor, queue string, n int, lease time.Duration) []*weirtype.JobRow {
+	t.Helper()
+	jobs, err := exec.JobClaim(t.Context(), &weirdriver.JobClaimParams{
+		Queue: queue, Max: n, ClientID: "lost-worker", LeaseDuration: lease,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != n {
+		t.Fatalf("claimed %d jobs, want %d", len(jobs), n)
+	}
+	return jobs
+}
+
+func getJob(t *testing.T, exec weirdriver.Executor, id int64) *weirtype.JobRow {
+	t.Helper()
+	job, err := exec.JobGet(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func TestRescue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	retried := insertJobs(t, b.exec, "q", 3, 3, time.Time{})
+	last := insertJobs(t, b.exec, "q", 1, 1, time.Time{})[0]
+	claim(t, b.exec, "q", 4, time.Microsecond)
+
+	cfg := config(t, "leader")
+	cfg.RescueInterval = 50 * time.Millisecond
+	s := start(t, b.exec, cfg)
+
+	rescued := func(job *weirtype.JobRow) bool {
+		if len(job.Errors) != 1 {
+			return false
+		}
+		e := job.Errors[0]
+		return e.Error == weirdriver.DefaultRescueError && e.Attempt == 1 && job.LeaseExpiresAt == nil
+	}
+	awaitCond(t, "rescue", nil, func() bool {
+		for _, j := range retried {
+			job := getJob(t, b.exec, j.ID)
+			if job.State != weirtype.JobStateRetryable && job.State != weirtype.JobStateAvailable || !rescued(job) {
+				return false
+			}
+		}
+		job := getJob(t, b.exec, last.ID)
+		return job.State == weirtype.JobStateDiscarded && job.FinalizedAt != nil && rescued(job)
+	})
+	if got := s.Stats().Rescued; got != 4 {
+		t.Fatalf("Stats().Rescued = %d, want 4", got)
+	}
+}
+
+// A backlog larger than a batch clears in one run.
+func TestRescueBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	insertJobs(t, b.exec, "q", 7, 3, time.Time{})
+	claim(t, b.exec, "q", 7, time.Microsecond)
+
+	cfg := config(t, "leader")
+	cfg.RescueInterval = time.Hour // only the run at the start of the term
+	cfg.BatchSize = 2
+	s := start(t, b.exec, cfg)
+	awaitCond(t, "rescue of the backlog", nil, func() bool { return s.Stats().Rescued == 7 })
+	if got := s.Stats().Elections; got != 1 {
+		t.Fatalf("elections: %d, want 1 (a second term would rescue again)", got)
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	job := insertJobs(t, b.exec, "q", 1, 3, time.Now().Add(200*time.Millisecond))[0]
+	if job.State != weirtype.JobStateScheduled {
+		t.Fatalf("inserted job is %s, want scheduled", job.State)
+	}
+	cfg := config(t, "leader")
+	cfg.ScheduleInterval = 10 * time.Millisecond
+	s := start(t, b.exec, cfg)
+
+	// One statement reads the state and whether the job is due, both by the
+	// database clock that promotion uses.
+	q := fmt.Sprintf("SELECT state, scheduled_at <= now() FROM %s WHERE id = $1",
+		pgx.Identifier{b.schema, "weir_job"}.Sanitize())
+	sawScheduled := false
+	awaitCond(t, "promotion", nil, func() bool {
+		var (
+			state string
+			due   bool
+		)
+		if err := b.pool.QueryRow(t.Context(), q, job.ID).Scan(&state, &due); err != nil {
+			t.Fatal(err)
+		}
+		switch state {
+		case string(weirtype.JobStateScheduled):
+			sawScheduled = true
+			return false
+		case string(weirtype.JobStateAvailable):
+			if !due {
+				t.Fatal("job became available before it was due")
+			}
+			return true
+		default:
+			t.Fatalf("job is %s", state)
+			return false
+		}
+	})
+	if !sawScheduled {
+		t.Log("promotion came before the first look; the insert check still showed it scheduled")
+	}
+	if got := s.Stats().Scheduled; got != 1 {
+		t.Fatalf("Stats().Scheduled = %d, want 1", got)
+	}
+}
+
+// finalJobs makes n jobs of queue final with outcome and, if age > 0, moves
+// their finalized_at age into the past.
+func finalJobs(t *testing.T, b *bundle, queue string, n int, outcome weirdriver.Outcome, age time.Duration) []int64 {
+	t.Helper()
+	insertJobs(t, b.exec, queue, n, 3, time.Time{})
+	jobs := claim(t, b.exec, queue, n, time.Minute)
+	var (
+		params []*weirdriver.JobFinalizeParams
+		ids    []int64
+	)
+	for _, j := range jobs {
+		params = append(params, &weirdriver.JobFinalizeParams{ID: j.ID, LeaseToken: j.LeaseToken, Outcome: outcome})
+		ids = append(ids, j.ID)
+	}
+	applied, err := b.exec.JobFinalize(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(applied, false) {
+		t.Fatalf("finalize: %v", applied)
+	}
+	if age > 0 {
+		q := fmt.Sprintf("UPDATE %s SET finalized_at = now() - $2::bigint * interval '1 microsecond' WHERE id = ANY($1)",
+			pgx.Identifier{b.schema, "weir_job"}.Sanitize())
+		if _, err := b.pool.Exec(t.Context(), q, ids, age.Microseconds()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+func exists(t *testing.T, exec weirdriver.Executor, id int64) bool {
+	t.Helper()
+	_, err := exec.JobGet(t.Context(), id)
+	if errors.Is(err, weirdriver.ErrNotFound) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+func TestPrune(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Retention", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		oldCompleted := finalJobs(t, b, "a", 3, weirdriver.OutcomeCompleted, 2*time.Hour)
+		newCompleted := finalJobs(t, b, "b", 2, weirdriver.OutcomeCompleted, 0)
+		oldCancelled := finalJobs(t, b, "c", 1, weirdriver.OutcomeCancel, 2*time.Hour)
+
+		cfg := config(t, "leader")
+		cfg.PruneInterval = 10 * time.Millisecond
+		cfg.CompletedRetention = time.Hour
+		cfg.CancelledRetention = 3 * time.Hour
+		s := start(t, b.exec, cfg)
+		awaitCond(t, "prune", nil, func() bool {
+			return !slices.ContainsFunc(oldCompleted, func(id int64) bool { return exists(t, b.exec, id) })
+		})
+		for _, id := range slices.Concat(newCompleted, oldCancelled) {
+			if !exists(t, b.exec, id) {
+				t.Fatalf("job %d within its retention was pruned", id)
+			}
+		}
+		if got := s.Stats().Pruned; got != 3 {
+			t.Fatalf("Stats().Pruned = %d, want 3", got)
+		}
+	})
+
+	t.Run("KeepForever", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		oldCompleted := finalJobs(t, b, "a", 2, weirdriver.OutcomeCompleted, 2*time.Hour)
+		// Old discarded jobs are pruned by the same statement that leaves the
+		// completed ones alone, so their going shows that a prune ran.
+		oldDiscarded := finalJobs(t, b, "b", 2, weirdriver.OutcomeDiscard, 2*time.Hour)
+
+		cfg := config(t, "leader")
+		cfg.PruneInterval = 10 * time.Millisecond
+		cfg.CompletedRetention = -1
+		cfg.DiscardedRetention = time.Hour
+		s := start(t, b.exec, cfg)
+		awaitCond(t, "prune", nil, func() bool {
+			return !slices.ContainsFunc(oldDiscarded, func(id int64) bool { return exists(t, b.exec, id) })
+		})
+		for _, id := range oldCompleted {
+			if !exists(t, b.exec, id) {
+				t.Fatalf("completed job %d was pruned though kept forever", id)
+			}
+		}
+		if got := s.Stats().Pruned; got != 2 {
+			t.Fatalf("Stats().Pruned = %d, want 2", got)
+		}
+	})
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StopBeforeStart", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := maintenance.New(b.exec, config(t, "c"))
+		stop(t, s)
+		stop(t, s)
+		if err := s.Start(t.Context()); !errors.Is(err, maintenance.ErrStopped) {
+			t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+		}
+		if s.IsLeader() {
+			t.Fatal("leads without starting")
+		}
+	})
+
+	t.Run("StopTwice", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := start(t, b.exec, config(t, "c"))
+		awaitCond(t, "leader", nil, s.IsLeader)
+		if err := s.Start(t.Context()); !errors.Is(err, maintenance.ErrStopped) {
+			t.Fatalf("second Start: %v, want ErrStopped", err)
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { stop(t, s) })
+		}
+		wg.Wait()
+		stop(t, s)
+		if s.IsLeader() {
+			t.Fatal("leads after Stop")
+		}
+		if got := leaderGet(t, b.exec); got != "" {
+			t.Fatalf("%q holds the term after Stop", got)
+		}
+	})
+
+	t.Run("ContextEndsService", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		s := maintenance.New(b.exec, config(t, "c"))
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stop(t, s) })
+		awaitCond(t, "leader", nil, s.IsLeader)
+		cancel()
+		awaitCond(t, "resignation", nil, func() bool { return !s.IsLeader() && leaderGet(t, b.exec) == "" })
+	})
+
+	t.Run("InvalidConfig", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for name, cfg := range map[string]*maintenance.Config{
+			"no client id":  {},
+			"short ttl":     {ClientID: "c", ElectInterval: time.Second, LeaderTTL: 2 * time.Second},
+			"negative":      {ClientID: "c", RescueInterval: -time.Second},
+			"negative size": {ClientID: "c", BatchSize: -1},
+		} {
+			s := maintenance.New(b.exec, cfg)
+			if err := s.Start(t.Context()); err == nil {
+				stop(t, s)
+				t.Errorf("%s: Start accepted %+v", name, cfg)
+			}
+			stop(t, s)
+		}
+		s := maintenance.New(nil, &maintenance.Config{ClientID: "c"})
+		if err := s.Start(t.Context()); err == nil {
+			t.Error("Start accepted a nil executor")
+		}
+		stop(t, s)
+	})
+}

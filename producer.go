@@ -1,0 +1,221 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+)
+
+// Causes with which the runtime cancels a handler's context; a handler reads them
+// with context.Cause.
+var (
+	// ErrLeaseLost: the job's lease was lost (rescued, re-claimed or deleted), or
+	// could not be renewed in time; another worker may run the job.
+	ErrLeaseLost = errors.New("weir: lease lost")
+	// ErrJobCancelRequested: an operator cancelled the running job.
+	ErrJobCancelRequested = errors.New("weir: job cancel requested")
+	// ErrShutdown: the client is stopping and the shutdown budget ran out; a
+	// handler that returns an error now gives the job back without spending an
+	// attempt.
+	ErrShutdown = errors.New("weir: client stopping")
+	// ErrJobTimeout: the attempt ran longer than its timeout.
+	ErrJobTimeout = errors.New("weir: job timed out")
+)
+
+// PanicError is the error recorded for a handler that panicked.
+type PanicError struct {
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// producer claims and runs the jobs of one queue. It owns the goroutines of the
+// handlers it starts.
+type producer struct {
+	rt    *runtime
+	queue string
+	cfg   QueueConfig
+	wake  chan struct{} // capacity 1: a pending wake-up
+
+	mu       sync.Mutex
+	buffer   []*heldJob // claimed, not started: the local prefetch
+	running  int
+	claiming bool // false once Stop began: buffered jobs no longer start
+	handlers sync.WaitGroup
+}
+
+func newProducer(rt *runtime, queue string, cfg QueueConfig) *producer {
+	return &producer{rt: rt, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), claiming: true}
+}
+
+// poke asks the producer to look for work soon. It never blocks.
+func (p *producer) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop claims jobs until ctx ends (Stop's first step): when woken, when a handler
+// frees a slot, and every FetchPollInterval otherwise.
+func (p *producer) loop(ctx context.Context) {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-poll.C:
+		}
+		more, err := p.fill()
+		wait := p.rt.cfg.FetchPollInterval
+		switch {
+		case err != nil:
+			wait = min(wait, time.Second) // a failed claim (a dropped connection) is retried soon
+		case more:
+			wait = 0 // the claim filled every free slot: there may be more at once
+		}
+		poll.Reset(wait)
+	}
+}
+
+// fill starts buffered jobs on free workers and claims as many jobs as there is
+// room for. It reports whether the claim took all it asked for.
+func (p *producer) fill() (more bool, err error) {
+	p.mu.Lock()
+	p.startBufferedLocked()
+	room := p.cfg.MaxWorkers + p.cfg.Prefetch - p.running - len(p.buffer)
+	p.mu.Unlock()
+	if room <= 0 {
+		return false, nil
+	}
+
+	// A claim in flight is let finish when Stop begins (its jobs are then released),
+	// and interrupted only when Stop's budget runs out: an interrupted claim may
+	// have committed, leaving its jobs to rescue.
+	ctx, cancel := context.WithTimeout(p.rt.hardCtx, p.rt.cfg.HeartbeatInterval)
+	defer cancel()
+	sent := time.Now()
+	rows, err := p.rt.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
+		Queue: p.queue, Max: room, ClientID: p.rt.clientID, LeaseDuration: p.rt.cfg.LeaseDuration,
+	})
+	if err != nil {
+		if p.rt.hardCtx.Err() == nil {
+			p.rt.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)
+		}
+		return false, err
+	}
+	if len(rows) == 0 {
+		return false, nil
+	}
+	deadline := sent.Add(p.rt.leaseBudget())
+	jobs := make([]*heldJob, len(rows))
+	for i, row := range rows {
+		jobs[i] = &heldJob{row: row, token: row.LeaseToken, p: p, state: heldBuffered, deadline: deadline}
+	}
+	p.rt.leases.add(jobs)
+
+	p.mu.Lock()
+	p.buffer = append(p.buffer, jobs...)
+	if !p.claiming {
+		// Stop began while the claim was in flight: give these back too.
+		p.mu.Unlock()
+		p.releaseBuffered()
+		return false, nil
+	}
+	p.startBufferedLocked()
+	p.mu.Unlock()
+	return len(rows) == room, nil
+}
+
+// startBufferedLocked starts buffered jobs while workers are free. p.mu is held.
+func (p *producer) startBufferedLocked() {
+	if !p.claiming {
+		return
+	}
+	for p.running < p.cfg.MaxWorkers && len(p.buffer) > 0 {
+		j := p.buffer[0]
+		p.buffer[0] = nil
+		p.buffer = p.buffer[1:]
+		if !p.rt.markRunning(j) {
+			continue // the lease was lost while the job waited
+		}
+		p.running++
+		p.handlers.Go(func() { p.run(j) })
+	}
+}
+
+// run runs one attempt of j and hands its outcome to the completer.
+func (p *producer) run(j *heldJob) {
+	rt := p.rt
+	ctx := rt.handlerContext(j)
+	entry := rt.cfg.Workers.byKind[j.row.Kind]
+	timeout := rt.cfg.JobTimeout
+	if entry != nil && entry.timeout != nil {
+		if t := entry.timeout(j.row); t != 0 {
+			timeout = t
+		}
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrJobTimeout)
+		defer cancel()
+	}
+
+	rt.events.emit(&Event{Kind: EventJobStarted, Job: j.row})
+	start := time.Now()
+	err := invoke(ctx, entry, j.row)
+	elapsed := time.Since(start)
+	fin := rt.finalization(j, entry, err, context.Cause(ctx), elapsed)
+
+	rt.handlerReturned(j)
+	p.mu.Lock()
+	p.running--
+	p.startBufferedLocked()
+	p.mu.Unlock()
+	p.poke()
+	rt.completer.submit(fin)
+}
+
+// invoke runs the handler, turning a panic into a PanicError.
+func invoke(ctx context.Context, entry *workerEntry, row *JobRow) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: string(debug.Stack())}
+		}
+	}()
+	if entry == nil {
+		return fmt.Errorf("no worker for kind %q in this client", row.Kind)
+	}
+	return entry.work(ctx, row)
+}
+
+// stopClaiming stops starting buffered jobs; the producer loop is stopped by its
+// context.
+func (p *producer) stopClaiming() {
+	p.mu.Lock()
+	p.claiming = false
+	p.mu.Unlock()
+}
+
+// releaseBuffered gives every buffered job back to the queue, fenced and without
+// spending an attempt, through the completer.
+func (p *producer) releaseBuffered() {
+	p.mu.Lock()
+	buffered := p.buffer
+	p.buffer = nil
+	p.mu.Unlock()
+	for _, j := range buffered {
+		p.rt.handlerReturned(j) // it never ran; mark it finalizing
+		p.rt.completer.submit(&finalization{job: j, params: weirdriver.JobFinalizeParams{
+			ID: j.row.ID, LeaseToken: j.token, Outcome: weirdriver.OutcomeReturn,
+		}, event: EventJobReleased, prefetched: true})
+	}
+}

@@ -1,0 +1,466 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirq/weir/internal/maintenance"
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirmigrate"
+)
+
+// ErrStopped is returned by Start on a client that was started before: a client
+// runs once.
+var ErrStopped = errors.New("weir: client already started")
+
+// runtime is a started client's moving parts. Start builds it; Stop tears it down
+// in the order SEMANTICS.md gives.
+type runtime struct {
+	cfg      *Config
+	clientID string
+	exec     weirdriver.Executor
+	driver   weirdriver.Driver
+	logger   *slog.Logger
+	events   *eventBus
+	stats    *stats
+
+	leases    *leaseTable
+	producers map[string]*producer
+	completer *completer
+	maint     *maintenance.Service
+
+	// baseCtx carries Start's values, never its cancellation, to handlers.
+	baseCtx context.Context
+	// claimCtx ends at Stop's first step: producers stop claiming.
+	claimCtx  context.Context
+	stopClaim context.CancelFunc
+	// hardCtx ends when Stop's budget runs out: statements in flight are cut.
+	hardCtx    context.Context
+	hardCancel context.CancelFunc
+	// serviceCtx ends at Stop's last step: heartbeat, listener and completer stop.
+	serviceCtx    context.Context
+	serviceCancel context.CancelFunc
+
+	producerLoops sync.WaitGroup
+	services      sync.WaitGroup // heartbeat, listener
+	completerDone chan struct{}
+
+	stopMu   sync.Mutex
+	stopping bool          // a Stop runs the shutdown; later calls wait for it
+	stopErr  error         // the shutdown's result, once stopped is closed
+	stopped  chan struct{} // closed when the shutdown returned
+}
+
+// stats are the client's counters.
+type stats struct {
+	staleWrites atomic.Int64
+	leasesLost  atomic.Int64
+	finalized   atomic.Int64
+	released    atomic.Int64
+	abandoned   atomic.Int64
+}
+
+// Stats are counters of what the client's runtime did since Start.
+type Stats struct {
+	// StaleWrites counts fenced writes that matched no row: the lease had been lost.
+	StaleWrites int64
+	// LeasesLost counts leases the client found lost, by renewal or local deadline.
+	LeasesLost int64
+	// Finalized counts outcomes written.
+	Finalized int64
+	// Released counts prefetched jobs given back at Stop without spending an attempt.
+	Released int64
+	// Abandoned counts outcomes not written because the lease could no longer be
+	// trusted or Stop's budget ran out; rescue takes those jobs.
+	Abandoned int64
+	// EventsDropped counts events not delivered to a full subscription.
+	EventsDropped int64
+}
+
+// Stats returns the runtime's counters.
+func (c *Client) Stats() Stats {
+	s := Stats{EventsDropped: c.events.dropped.Load()}
+	c.mu.Lock()
+	rt := c.rt
+	c.mu.Unlock()
+	if rt != nil {
+		s.StaleWrites = rt.stats.staleWrites.Load()
+		s.LeasesLost = rt.stats.leasesLost.Load()
+		s.Finalized = rt.stats.finalized.Load()
+		s.Released = rt.stats.released.Load()
+		s.Abandoned = rt.stats.abandoned.Load()
+	}
+	return s
+}
+
+// IsLeader reports whether this client runs maintenance now.
+func (c *Client) IsLeader() bool {
+	c.mu.Lock()
+	rt := c.rt
+	c.mu.Unlock()
+	return rt != nil && rt.maint.IsLeader()
+}
+
+// Start checks the schema and starts working the configured queues: claiming,
+// running handlers, renewing leases, writing outcomes, listening for new jobs and,
+// when elected, maintenance. ctx bounds the start only; Stop stops the client.
+func (c *Client) Start(ctx context.Context) error {
+	if len(c.config.Queues) == 0 {
+		return invalidf("Start: Config.Queues is empty: a client without queues only inserts")
+	}
+	if len(c.config.Workers.byKind) == 0 {
+		return invalidf("Start: Config.Workers has no workers")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return ErrStopped
+	}
+	if err := weirmigrate.New(c.driver).Check(ctx); err != nil {
+		return fmt.Errorf("weir: start: %w", err)
+	}
+	c.started = true
+
+	cfg := &c.config
+	rt := &runtime{
+		cfg: cfg, clientID: cfg.ID, exec: c.driver.Executor(), driver: c.driver,
+		logger: cfg.Logger, events: c.events, stats: &stats{}, leases: newLeaseTable(),
+		producers: map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
+		baseCtx: context.WithoutCancel(ctx),
+	}
+	rt.claimCtx, rt.stopClaim = context.WithCancel(context.Background())
+	rt.hardCtx, rt.hardCancel = context.WithCancel(context.Background())
+	rt.serviceCtx, rt.serviceCancel = context.WithCancel(rt.hardCtx)
+	rt.completer = newCompleter(rt)
+	// A new leader must be able to rescue within a lease duration plus a rescue
+	// interval of a crash (G9), even when the crashed client led: its term (3
+	// election intervals) plus one interval to win stays inside that bound.
+	elect := min(5*time.Second, cfg.RescueInterval)
+	rt.maint = maintenance.New(rt.exec, &maintenance.Config{
+		ClientID: cfg.ID, Logger: cfg.Logger, RescueInterval: cfg.RescueInterval,
+		ElectInterval: elect, LeaderTTL: 3 * elect,
+		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,
+		DiscardedRetention: cfg.DiscardedRetention,
+	})
+	for name, qc := range cfg.Queues {
+		rt.producers[name] = newProducer(rt, name, qc)
+	}
+
+	go func() { // the completer: stopped by serviceCtx, awaited through completerDone
+		defer close(rt.completerDone)
+		rt.completer.loop(rt.serviceCtx)
+	}()
+	rt.services.Go(func() { rt.heartbeat(rt.serviceCtx) })
+	rt.services.Go(func() { rt.listen(rt.serviceCtx) })
+	if err := rt.maint.Start(rt.serviceCtx); err != nil {
+		rt.serviceCancel()
+		rt.services.Wait()
+		<-rt.completerDone
+		return fmt.Errorf("weir: start maintenance: %w", err)
+	}
+	for _, p := range rt.producers {
+		rt.producerLoops.Go(func() { p.loop(rt.claimCtx) })
+	}
+	c.rt = rt
+	return nil
+}
+
+// Stop stops the client gracefully; ctx's deadline is the whole budget. It stops
+// claiming, gives back prefetched jobs, lets running handlers finish, cancels them
+// (cause ErrShutdown) when only ShutdownReserve of the budget is left, writes every
+// outcome, and then stops the heartbeat, the listener and maintenance. It returns
+// no later than the deadline plus a few milliseconds. Handlers that have not
+// returned by then are abandoned (their leases lapse and rescue takes their jobs)
+// and named in the error.
+func (c *Client) Stop(ctx context.Context) error {
+	return c.stop(ctx, false)
+}
+
+// StopAndCancel stops the client at once: it cancels running handlers (cause
+// ErrShutdown) without waiting for them to finish by themselves, then stops as Stop
+// does. A second Stop, or Stop after StopAndCancel, waits for the first.
+func (c *Client) StopAndCancel(ctx context.Context) error {
+	return c.stop(ctx, true)
+}
+
+func (c *Client) stop(ctx context.Context, hard bool) error {
+	c.mu.Lock()
+	rt := c.rt
+	c.mu.Unlock()
+	if rt == nil {
+		return nil
+	}
+	if hard {
+		rt.cancelHandlers() // a second, harder stop while a graceful one runs goes to step 4
+	}
+	rt.stopMu.Lock()
+	first := !rt.stopping
+	rt.stopping = true
+	rt.stopMu.Unlock()
+	if first {
+		rt.stopErr = rt.shutdown(ctx, hard)
+		close(rt.stopped)
+		return rt.stopErr
+	}
+	select {
+	case <-rt.stopped:
+		return rt.stopErr
+	case <-ctx.Done():
+		return fmt.Errorf("weir: stop: %w", ctx.Err())
+	}
+}
+
+// shutdown runs the steps of SEMANTICS.md's Shutdown.
+func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
+	deadline, hasDeadline := ctx.Deadline()
+	// Every wait below ends by the budget; what is still in flight then is cut.
+	stopHard := context.AfterFunc(ctx, rt.hardCancel)
+	defer stopHard()
+
+	// 1. Stop claiming and wake every goroutine that waits for work.
+	for _, p := range rt.producers {
+		p.stopClaiming()
+	}
+	rt.stopClaim()
+	waitCtx(ctx, rt.producerLoops.Wait)
+
+	// 2. Give back prefetched jobs, fenced, without spending an attempt.
+	for _, p := range rt.producers {
+		p.releaseBuffered()
+	}
+
+	// 3. Let running handlers finish while heartbeats go on; 4. at the soft
+	// deadline, cancel those left.
+	soft := ctx
+	if hasDeadline && !hard {
+		reserve := min(rt.cfg.ShutdownReserve, time.Until(deadline)/5)
+		var cancel context.CancelFunc
+		soft, cancel = context.WithDeadline(ctx, deadline.Add(-reserve))
+		defer cancel()
+	}
+	if hard {
+		rt.cancelHandlers()
+	}
+	if !waitCtx(soft, rt.waitHandlers) {
+		rt.cancelHandlers()
+		waitCtx(ctx, rt.waitHandlers)
+	}
+
+	// 5. Drain every finalization before stopping what keeps leases alive.
+	drainErr := rt.completer.waitDrained(ctx)
+	rt.completer.close()
+
+	// 6. Stop the remaining services and give up leadership.
+	rt.maint.Stop(ctx)
+	rt.serviceCancel()
+	rt.services.Wait()
+	<-rt.completerDone
+
+	var problems []string
+	if abandoned := rt.runningJobs(); len(abandoned) > 0 {
+		problems = append(problems, "handlers did not return and were abandoned (rescue will take their jobs): "+abandoned)
+	}
+	if drainErr != nil {
+		problems = append(problems, "some outcomes were not written before the deadline (rescue will take their jobs)")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("weir: stop: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// waitCtx runs wait in a goroutine and reports whether it returned before ctx
+// ended. The goroutine outlives a false return only as long as wait blocks, which
+// is how abandoned handlers are left behind.
+func waitCtx(ctx context.Context, wait func()) bool {
+	done := make(chan struct{})
+	go func() {
+		wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (rt *runtime) waitHandlers() {
+	for _, p := range rt.producers {
+		p.handlers.Wait()
+	}
+}
+
+// cancelHandlers cancels every running handler with cause ErrShutdown.
+func (rt *runtime) cancelHandlers() {
+	rt.leases.mu.Lock()
+	defer rt.leases.mu.Unlock()
+	for _, j := range rt.leases.jobs {
+		if j.state == heldRunning {
+			j.cancel(ErrShutdown)
+		}
+	}
+}
+
+// runningJobs names the jobs whose handlers have not returned.
+func (rt *runtime) runningJobs() string {
+	rt.leases.mu.Lock()
+	defer rt.leases.mu.Unlock()
+	var names []string
+	for _, j := range rt.leases.jobs {
+		if j.state == heldRunning {
+			names = append(names, "job "+strconv.FormatInt(j.row.ID, 10)+" ("+j.row.Kind+")")
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// handlerContext returns the context j's handler runs with, and makes j running.
+func (rt *runtime) handlerContext(j *heldJob) context.Context {
+	rt.leases.mu.Lock()
+	defer rt.leases.mu.Unlock()
+	return j.ctx
+}
+
+// markRunning moves a buffered job to running and gives it a cancellable context,
+// unless its lease was lost while it waited.
+func (rt *runtime) markRunning(j *heldJob) bool {
+	rt.leases.mu.Lock()
+	defer rt.leases.mu.Unlock()
+	if j.lost {
+		return false
+	}
+	j.state = heldRunning
+	j.ctx, j.cancel = context.WithCancelCause(rt.baseCtx)
+	return true
+}
+
+// handlerReturned moves j to finalizing.
+func (rt *runtime) handlerReturned(j *heldJob) {
+	rt.leases.mu.Lock()
+	defer rt.leases.mu.Unlock()
+	j.state = heldFinalizing
+	if j.cancel != nil {
+		j.cancel(context.Canceled) // release the context's resources
+	}
+}
+
+// staleWrite counts and logs a fenced write that matched nothing.
+func (rt *runtime) staleWrite(j *heldJob, what string) {
+	rt.stats.staleWrites.Add(1)
+	rt.logger.Warn("weir: stale write ignored: the lease was lost", "job_id", j.row.ID,
+		"lease_token", j.token, "write", what)
+	rt.events.emit(&Event{Kind: EventStaleWrite, Job: j.row})
+}
+
+// finalization turns a handler's return into the outcome to write.
+func (rt *runtime) finalization(j *heldJob, entry *workerEntry, err, cause error, ran time.Duration) *finalization {
+	f := &finalization{job: j, err: err, ran: ran, params: weirdriver.JobFinalizeParams{ID: j.row.ID, LeaseToken: j.token}}
+	kind, snooze := outcomeOf(err)
+	if kind == outcomeFailed && errors.Is(cause, ErrShutdown) {
+		// The shutdown cancelled it: give the job back, without spending an attempt.
+		f.params.Outcome, f.event = weirdriver.OutcomeRelease, EventJobReleased
+		return f
+	}
+	attemptErr := func() *AttemptError {
+		ae := &AttemptError{Attempt: j.row.Attempt, At: time.Now().UTC(), Error: err.Error()}
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			ae.Trace = pe.Stack
+		}
+		return ae
+	}
+	switch kind {
+	case outcomeCompleted:
+		f.params.Outcome, f.event = weirdriver.OutcomeCompleted, EventJobCompleted
+	case outcomeSnooze:
+		f.params.Outcome, f.event = weirdriver.OutcomeSnooze, EventJobSnoozed
+		f.params.ScheduledAt = time.Now().Add(snooze)
+	case outcomeCancel:
+		f.params.Outcome, f.event, f.params.Error = weirdriver.OutcomeCancel, EventJobCancelled, attemptErr()
+	case outcomeDiscard:
+		f.params.Outcome, f.event, f.params.Error = weirdriver.OutcomeDiscard, EventJobDiscarded, attemptErr()
+	default:
+		f.params.Error = attemptErr()
+		if j.row.Attempt >= j.row.MaxAttempts {
+			f.params.Outcome, f.event = weirdriver.OutcomeDiscard, EventJobDiscarded
+			break
+		}
+		policy := rt.cfg.RetryPolicy
+		if entry != nil && entry.retry != nil {
+			policy = entry.retry
+		}
+		f.params.Outcome, f.event = weirdriver.OutcomeRetry, EventJobFailed
+		f.params.ScheduledAt = policy.NextRetry(j.row)
+	}
+	return f
+}
+
+// listen wakes producers on insert notifications and cancels handlers on cancel
+// requests. It reconnects by itself, and wakes every producer after a reconnect,
+// since notifications may have been missed meanwhile.
+func (rt *runtime) listen(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		l, err := rt.driver.Listen(ctx, rt.driver.InsertChannel(), rt.driver.ControlChannel())
+		if err != nil {
+			if ctx.Err() == nil {
+				rt.logger.Warn("weir: listen; producers poll meanwhile", "error", err, "retry_in", backoff)
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		for _, p := range rt.producers {
+			p.poke()
+		}
+		for {
+			n, err := l.WaitForNotification(ctx)
+			if err != nil {
+				break
+			}
+			rt.notify(n)
+		}
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = l.Close(closeCtx)
+		cancel()
+	}
+}
+
+func (rt *runtime) notify(n *weirdriver.Notification) {
+	switch n.Channel {
+	case rt.driver.InsertChannel():
+		if p := rt.producers[n.Payload]; p != nil {
+			p.poke()
+		}
+	case rt.driver.ControlChannel():
+		idText, ok := strings.CutPrefix(n.Payload, "cancel ")
+		id, err := strconv.ParseInt(idText, 10, 64)
+		if !ok || err != nil {
+			rt.logger.Warn("weir: unknown control message", "payload", n.Payload)
+			return
+		}
+		rt.leases.mu.Lock()
+		if j := rt.leases.jobs[id]; j != nil && j.state == heldRunning {
+			j.cancel(ErrJobCancelRequested)
+		}
+		rt.leases.mu.Unlock()
+	}
+}

@@ -1,0 +1,270 @@
+package weir_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weirq/weir"
+	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/weirdriver/weirpgx"
+)
+
+// TestCancelDuringFailureWrite checks that when Stop's budget runs out while a
+// failure is being written, the job holds either the whole failure or an untouched
+// lease that rescue then takes, never half an outcome.
+func TestCancelDuringFailureWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	g := newGate()
+	c := b.start(t, fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		g.started <- job.ID
+		<-g.ch
+		return errors.New("handler failure")
+	}), nil))
+	id := b.insertProbe(t, "fails", nil)
+	g.expectStarted(t)
+	claimed := b.job(t, id)
+
+	lock, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background())
+	if _, err := lock.Exec(ctx, "SELECT 1 FROM "+b.schema+".weir_job WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	g.open()
+	b.waitForFinalizeBlockedBy(t, lock)
+	stopCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	err = c.Stop(stopCtx)
+	if err == nil || !strings.Contains(err.Error(), "not written") {
+		t.Fatalf("Stop: %v, want an error about unwritten outcomes", err)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j := b.job(t, id)
+	switch {
+	case j.State == weir.JobStateRunning && j.LeaseToken == claimed.LeaseToken && len(j.Errors) == 0 && j.Attempt == 1:
+		// The write was cut: the lease is untouched and rescue will take the job.
+	case (j.State == weir.JobStateRetryable || j.State == weir.JobStateAvailable) && len(j.Errors) == 1 &&
+		j.Errors[0].Error == "handler failure" && j.LeaseExpiresAt == nil:
+		// The write won the race: the whole failure is recorded.
+		t.Log("the failure write completed before the cancel")
+	default:
+		t.Fatalf("half an outcome: %+v", j)
+	}
+
+	// Rescue (or the retry) brings the job to an end elsewhere.
+	b.start(t, fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error { return nil }), nil))
+	b.expireLeaseIfRunning(t, id)
+	waitFor(t, 20*time.Second, "the job to complete", func() bool { return b.job(t, id).State == weir.JobStateCompleted })
+}
+
+func (b *bundle) expireLeaseIfRunning(t testing.TB, id int64) {
+	t.Helper()
+	if _, err := b.pool.Exec(testCtx(t), "UPDATE "+b.schema+".weir_job SET lease_expires_at = now() - interval '1 hour' WHERE id = $1 AND state = 'running'", id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConnectionsKilled is G1 under dropped connections: every backend of a
+// working client is terminated, the LISTEN connection with them; the client
+// recovers by itself, wakes on notifications again, and every job completes.
+func TestConnectionsKilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	app := "weir-kill-" + b.schema
+	pool := dbtest.Pool(t, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = app })
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done sync.Map
+	cfg := fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		done.Store(job.ID, true)
+		return nil
+	}), nil)
+	cfg.FetchPollInterval = time.Hour // only notifications wake the producer
+	c, err := weir.NewClient(driver, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+
+	listening := func() bool {
+		var n int
+		err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND query LIKE 'LISTEN%'`, app).Scan(&n)
+		return err == nil && n > 0
+	}
+	waitFor(t, 10*time.Second, "the listener", listening)
+	insertMany := func(n int) {
+		params := make([]weir.InsertManyParams, n)
+		for i := range params {
+			params[i] = weir.InsertManyParams{Args: probeArgs{Name: "k"}}
+		}
+		if _, err := b.client.InsertMany(ctx, params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insertMany(300)
+	var killed int
+	if err := b.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1`, app).Scan(&killed); err != nil || killed == 0 {
+		t.Fatalf("terminated %d backends: %v", killed, err)
+	}
+	waitFor(t, 20*time.Second, "the listener to reconnect", listening)
+	insertMany(300)
+	waitFor(t, 30*time.Second, "every job to complete", func() bool {
+		return b.count(t, "state = 'completed'") == 600
+	})
+	if n := b.count(t, "state <> 'completed'"); n != 0 {
+		t.Fatalf("%d jobs not completed", n)
+	}
+}
+
+// TestConcurrencyLimits is G7: no more handlers of a queue run at once in a client
+// than its MaxWorkers, under load.
+func TestConcurrencyLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	limits := map[string]int{"a": 3, "b": 2}
+	var (
+		mu      sync.Mutex
+		running = map[string]int{}
+		peak    = map[string]int{}
+	)
+	workers := probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		mu.Lock()
+		running[job.Queue]++
+		peak[job.Queue] = max(peak[job.Queue], running[job.Queue])
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // work, so that handlers overlap
+		mu.Lock()
+		running[job.Queue]--
+		mu.Unlock()
+		return nil
+	})
+	queues := map[string]weir.QueueConfig{}
+	for q, n := range limits {
+		queues[q] = weir.QueueConfig{MaxWorkers: n, Prefetch: 10}
+		params := make([]weir.InsertManyParams, 150)
+		for i := range params {
+			params[i] = weir.InsertManyParams{Args: probeArgs{}, InsertOpts: &weir.InsertOpts{Queue: q}}
+		}
+		if _, err := b.client.InsertMany(testCtx(t), params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.start(t, fastConfig(workers, queues))
+	waitFor(t, 60*time.Second, "every job to complete", func() bool { return b.count(t, "state = 'completed'") == 300 })
+	mu.Lock()
+	defer mu.Unlock()
+	for q, n := range limits {
+		if peak[q] > n {
+			t.Errorf("queue %s: %d handlers at once, limit %d", q, peak[q], n)
+		}
+		if peak[q] < n {
+			t.Errorf("queue %s: never more than %d handlers at once under load, limit %d", q, peak[q], n)
+		}
+	}
+}
+
+// TestOneLeader is G6 at the client level: of three clients exactly one leads, and
+// another takes over when it stops.
+func TestOneLeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var clients []*weir.Client
+	for range 3 {
+		clients = append(clients, b.start(t, fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }), nil)))
+	}
+	leader := func() (*weir.Client, int) {
+		var l *weir.Client
+		n := 0
+		for _, c := range clients {
+			if c.IsLeader() {
+				l, n = c, n+1
+			}
+		}
+		return l, n
+	}
+	waitFor(t, 10*time.Second, "a leader", func() bool { _, n := leader(); return n == 1 })
+	first, _ := leader()
+	if err := first.Stop(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a new leader", func() bool {
+		l, n := leader()
+		return n == 1 && l != first
+	})
+}
+
+// TestLeaderCountSamples samples leadership while clients start and stop, and
+// checks that two never lead at once.
+func TestLeaderCountSamples(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var (
+		clients []*weir.Client
+		worst   atomic.Int32
+	)
+	for range 3 {
+		clients = append(clients, b.start(t, fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }), nil)))
+	}
+	stopSampling := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+			n := int32(0)
+			for _, c := range clients {
+				if c.IsLeader() {
+					n++
+				}
+			}
+			if n > worst.Load() {
+				worst.Store(n)
+			}
+		}
+	})
+	for _, c := range clients[:2] {
+		waitFor(t, 10*time.Second, "some leader", func() bool {
+			for _, c := range clients {
+				if c.IsLeader() {
+					return true
+				}
+			}
+			return false
+		})
+		if err := c.Stop(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the last client to lead", clients[2].IsLeader)
+	close(stopSampling)
+	sampler.Wait()
+	if worst.Load() > 1 {
+		t.Fatalf("%d clients led at once", worst.Load())
+	}
+}

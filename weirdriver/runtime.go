@@ -1,0 +1,136 @@
+package weirdriver
+
+import (
+	"context"
+	"time"
+
+	"github.com/weirq/weir/weirtype"
+)
+
+// JobClaimParams asks for up to Max due jobs of one queue.
+type JobClaimParams struct {
+	// Queue is the queue to claim from.
+	Queue string
+	// Max is the most jobs to claim; at least 1.
+	Max int
+	// ClientID is the claiming client's instance id, written to attempted_by.
+	ClientID string
+	// LeaseDuration is how long the leases last, from the database's now(); at
+	// least one microsecond.
+	LeaseDuration time.Duration
+}
+
+// Outcome is how an attempt ended, as JobFinalize writes it.
+type Outcome string
+
+const (
+	// OutcomeCompleted ends the job completed.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeRetry makes the job retryable at ScheduledAt (available if that is due).
+	OutcomeRetry Outcome = "retry"
+	// OutcomeSnooze reschedules the job at ScheduledAt without spending an attempt.
+	OutcomeSnooze Outcome = "snooze"
+	// OutcomeDiscard ends the job discarded.
+	OutcomeDiscard Outcome = "discard"
+	// OutcomeCancel ends the job cancelled.
+	OutcomeCancel Outcome = "cancel"
+	// OutcomeRelease gives the job back as available without spending an attempt,
+	// and counts the release on the job (a handler cancelled by a graceful shutdown).
+	OutcomeRelease Outcome = "release"
+	// OutcomeReturn gives back a job whose handler never started (a prefetched job
+	// at shutdown): available, without spending an attempt or counting a release.
+	OutcomeReturn Outcome = "return"
+)
+
+// Valid reports whether o is one of the known outcomes.
+func (o Outcome) Valid() bool {
+	switch o {
+	case OutcomeCompleted, OutcomeRetry, OutcomeSnooze, OutcomeDiscard, OutcomeCancel, OutcomeRelease, OutcomeReturn:
+		return true
+	}
+	return false
+}
+
+// JobFinalizeParams is one fenced outcome write: it applies only while the job is
+// running under the lease (ID, LeaseToken).
+type JobFinalizeParams struct {
+	ID         int64
+	LeaseToken int64
+	Outcome    Outcome
+	// ScheduledAt is when a retried or snoozed job becomes due; zero means now.
+	ScheduledAt time.Time
+	// Error, when set, is appended to the job's errors. A zero Attempt takes the
+	// job's current attempt, a zero At the database's now().
+	Error *weirtype.AttemptError
+}
+
+// JobRenewParams renews a batch of leases: IDs[i] under LeaseTokens[i].
+type JobRenewParams struct {
+	IDs         []int64
+	LeaseTokens []int64
+	// LeaseDuration is the new lease length, from the database's now().
+	LeaseDuration time.Duration
+}
+
+// JobRenewResult says what a renewal found. Each list keeps the order of the
+// params.
+type JobRenewResult struct {
+	// Renewed lists the leases that were still held and now run longer.
+	Renewed []int64
+	// Lost lists the leases that matched no running job with that token: the
+	// job was rescued, re-claimed, finalized or deleted.
+	Lost []int64
+	// CancelRequested lists the renewed jobs whose cancel an operator requested.
+	CancelRequested []int64
+}
+
+// JobRescueParams bounds a rescue of expired leases.
+type JobRescueParams struct {
+	// Limit is the most jobs to rescue in one statement; at least 1.
+	Limit int
+	// Error is the message of the error entry recorded on each rescued job;
+	// empty means DefaultRescueError.
+	Error string
+}
+
+// DefaultRescueError is the error a rescued job records when JobRescueParams.Error
+// is empty.
+const DefaultRescueError = "lease expired (worker lost)"
+
+// JobPruneParams says which final jobs to delete: those whose finalized_at is
+// before the cutoff for their state. A zero cutoff prunes none of that state.
+type JobPruneParams struct {
+	CompletedBefore time.Time
+	CancelledBefore time.Time
+	DiscardedBefore time.Time
+	// Limit is the most jobs to delete in one statement; at least 1.
+	Limit int
+}
+
+// LeaderElectParams asks for (or renews) leadership of Name.
+type LeaderElectParams struct {
+	// Name is what is led, such as "maintenance".
+	Name string
+	// LeaderID is the candidate's unique id.
+	LeaderID string
+	// TTL is how long leadership lasts without renewal, from the database's now().
+	TTL time.Duration
+}
+
+// Notification is a message received on a channel.
+type Notification struct {
+	Channel string
+	Payload string
+}
+
+// Listener receives notifications on a dedicated connection. One goroutine waits
+// at a time; Close waits for a WaitForNotification in progress to return, so
+// cancel the wait's context before closing.
+type Listener interface {
+	// WaitForNotification blocks until a notification arrives or ctx ends. After
+	// ctx ends the listener can wait again; after any other error it is broken
+	// and should be closed and replaced.
+	WaitForNotification(ctx context.Context) (*Notification, error)
+	// Close stops listening and closes the connection. It is safe to call twice.
+	Close(ctx context.Context) error
+}

@@ -1,0 +1,272 @@
+package weirpgx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+// The worker runtime's statements; the SQL is in runtime_queries.go.
+
+func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, err error) {
+	defer func() { err = schemaErr(err) }()
+	switch {
+	case p.Queue == "":
+		return nil, errors.New("claim jobs: queue is empty")
+	case p.Max < 1:
+		return nil, fmt.Errorf("claim jobs: max %d is less than 1", p.Max)
+	case p.ClientID == "":
+		return nil, errors.New("claim jobs: client id is empty")
+	case p.LeaseDuration < time.Microsecond:
+		return nil, fmt.Errorf("claim jobs: lease duration %v is less than 1µs", p.LeaseDuration)
+	}
+	r, err := e.db.Query(ctx, e.q.jobClaim, p.Queue, p.Max, p.LeaseDuration.Microseconds(), p.ClientID)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	defer r.Close()
+	return collectJobs(r, "claim jobs")
+}
+
+func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFinalizeParams) (_ []bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	if len(params) == 0 {
+		return nil, nil
+	}
+	n := len(params)
+	var (
+		ids        = make([]int64, n)
+		tokens     = make([]int64, n)
+		outcomes   = make([]string, n)
+		scheduled  = make([]pgtype.Timestamptz, n)
+		errAttempt = make([]pgtype.Int4, n)
+		errAt      = make([]pgtype.Timestamptz, n)
+		errMessage = make([]pgtype.Text, n)
+		errTrace   = make([]pgtype.Text, n)
+		seen       = make(map[int64]bool, n)
+	)
+	for i, p := range params {
+		if !p.Outcome.Valid() {
+			return nil, fmt.Errorf("finalize jobs: job %d: unknown outcome %q", p.ID, p.Outcome)
+		}
+		// One statement updates a row once, so two outcomes for one job could not
+		// both be reported truthfully.
+		if seen[p.ID] {
+			return nil, fmt.Errorf("finalize jobs: job %d appears twice in one batch", p.ID)
+		}
+		seen[p.ID] = true
+		ids[i], tokens[i], outcomes[i] = p.ID, p.LeaseToken, string(p.Outcome)
+		if !p.ScheduledAt.IsZero() {
+			scheduled[i] = pgtype.Timestamptz{Time: p.ScheduledAt, Valid: true}
+		}
+		if ae := p.Error; ae != nil {
+			errMessage[i] = pgtype.Text{String: ae.Error, Valid: true}
+			errTrace[i] = pgtype.Text{String: ae.Trace, Valid: ae.Trace != ""}
+			errAttempt[i] = pgtype.Int4{Int32: int32(ae.Attempt), Valid: ae.Attempt != 0}
+			errAt[i] = pgtype.Timestamptz{Time: ae.At, Valid: !ae.At.IsZero()}
+		}
+	}
+	r, err := e.db.Query(ctx, e.q.jobFinalize, ids, tokens, outcomes, scheduled,
+		errAttempt, errAt, errMessage, errTrace, e.q.insertChannel)
+	if err != nil {
+		return nil, fmt.Errorf("finalize jobs: %w", err)
+	}
+	defer r.Close()
+	applied := make([]bool, n)
+	got := 0
+	for r.Next() {
+		var (
+			ord int64
+			ok  bool
+		)
+		if err := r.Scan(&ord, &ok); err != nil {
+			return nil, fmt.Errorf("finalize jobs: %w", err)
+		}
+		if ord < 1 || ord > int64(n) {
+			return nil, fmt.Errorf("finalize jobs: row %d out of range", ord)
+		}
+		applied[ord-1] = ok
+		got++
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("finalize jobs: %w", err)
+	}
+	if got != n {
+		return nil, fmt.Errorf("finalize jobs: got %d rows back for %d outcomes", got, n)
+	}
+	return applied, nil
+}
+
+func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (_ *weirdriver.JobRenewResult, err error) {
+	defer func() { err = schemaErr(err) }()
+	switch {
+	case len(p.IDs) != len(p.LeaseTokens):
+		return nil, fmt.Errorf("renew leases: %d ids but %d tokens", len(p.IDs), len(p.LeaseTokens))
+	case p.LeaseDuration < time.Microsecond:
+		return nil, fmt.Errorf("renew leases: lease duration %v is less than 1µs", p.LeaseDuration)
+	}
+	res := &weirdriver.JobRenewResult{}
+	if len(p.IDs) == 0 {
+		return res, nil
+	}
+	seen := make(map[int64]bool, len(p.IDs))
+	for _, id := range p.IDs {
+		if seen[id] {
+			return nil, fmt.Errorf("renew leases: job %d appears twice in one batch", id)
+		}
+		seen[id] = true
+	}
+	r, err := e.db.Query(ctx, e.q.jobRenew, p.IDs, p.LeaseTokens, p.LeaseDuration.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	defer r.Close()
+	for r.Next() {
+		var (
+			id                       int64
+			renewed, cancelRequested bool
+		)
+		if err := r.Scan(&id, &renewed, &cancelRequested); err != nil {
+			return nil, fmt.Errorf("renew leases: %w", err)
+		}
+		switch {
+		case !renewed:
+			res.Lost = append(res.Lost, id)
+		case cancelRequested:
+			res.Renewed = append(res.Renewed, id)
+			res.CancelRequested = append(res.CancelRequested, id)
+		default:
+			res.Renewed = append(res.Renewed, id)
+		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	if got := len(res.Renewed) + len(res.Lost); got != len(p.IDs) {
+		return nil, fmt.Errorf("renew leases: got %d rows back for %d leases", got, len(p.IDs))
+	}
+	return res, nil
+}
+
+func (e *executor) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams) (_ []*weirtype.JobRow, err error) {
+	defer func() { err = schemaErr(err) }()
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("rescue jobs: limit %d is less than 1", p.Limit)
+	}
+	msg := p.Error
+	if msg == "" {
+		msg = weirdriver.DefaultRescueError
+	}
+	r, err := e.db.Query(ctx, e.q.jobRescue, p.Limit, msg)
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	defer r.Close()
+	return collectJobs(r, "rescue jobs")
+}
+
+func (e *executor) JobSchedule(ctx context.Context, limit int) (_ int, err error) {
+	defer func() { err = schemaErr(err) }()
+	if limit < 1 {
+		return 0, fmt.Errorf("schedule jobs: limit %d is less than 1", limit)
+	}
+	var promoted, queues int64
+	if err := e.db.QueryRow(ctx, e.q.jobSchedule, limit, e.q.insertChannel).Scan(&promoted, &queues); err != nil {
+		return 0, fmt.Errorf("schedule jobs: %w", err)
+	}
+	return int(promoted), nil
+}
+
+func (e *executor) JobPrune(ctx context.Context, p *weirdriver.JobPruneParams) (_ int, err error) {
+	defer func() { err = schemaErr(err) }()
+	if p.Limit < 1 {
+		return 0, fmt.Errorf("prune jobs: limit %d is less than 1", p.Limit)
+	}
+	var latest time.Time
+	cutoff := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		if t.After(latest) {
+			latest = t
+		}
+		return &t
+	}
+	completed, cancelled, discarded := cutoff(p.CompletedBefore), cutoff(p.CancelledBefore), cutoff(p.DiscardedBefore)
+	if latest.IsZero() {
+		return 0, nil
+	}
+	tag, err := e.db.Exec(ctx, e.q.jobPrune, completed, cancelled, discarded, latest, p.Limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune jobs: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+func (e *executor) LeaderElect(ctx context.Context, p *weirdriver.LeaderElectParams) (_ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	switch {
+	case p.Name == "":
+		return false, errors.New("elect leader: name is empty")
+	case p.LeaderID == "":
+		return false, errors.New("elect leader: leader id is empty")
+	case p.TTL < time.Microsecond:
+		return false, fmt.Errorf("elect leader: ttl %v is less than 1µs", p.TTL)
+	}
+	var leader string
+	err = e.db.QueryRow(ctx, e.q.leaderElect, p.Name, p.LeaderID, p.TTL.Microseconds()).Scan(&leader)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("elect leader of %s: %w", p.Name, err)
+	}
+	return leader == p.LeaderID, nil
+}
+
+func (e *executor) LeaderResign(ctx context.Context, name, leaderID string) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if _, err := e.db.Exec(ctx, e.q.leaderResign, name, leaderID); err != nil {
+		return fmt.Errorf("resign leadership of %s: %w", name, err)
+	}
+	return nil
+}
+
+func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time.Time, err error) {
+	defer func() { err = schemaErr(err) }()
+	var (
+		leader    string
+		expiresAt time.Time
+	)
+	err = e.db.QueryRow(ctx, e.q.leaderGet, name).Scan(&leader, &expiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, weirdriver.ErrNotFound)
+	}
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, err)
+	}
+	return leader, expiresAt, nil
+}
+
+// collectJobs reads rows of jobColumns.
+func collectJobs(r rows, what string) ([]*weirtype.JobRow, error) {
+	var jobs []*weirtype.JobRow
+	for r.Next() {
+		job, err := scanJob(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		jobs = append(jobs, job)
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return jobs, nil
+}

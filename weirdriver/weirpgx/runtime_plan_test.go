@@ -1,0 +1,121 @@
+package weirpgx
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/weirdriver"
+)
+
+// TestRuntimePlans checks with EXPLAIN that each runtime statement reaches weir_job
+// through the index it was designed for (docs/store-runtime.md), on a table
+// shaped like a busy queue's: mostly finished jobs, a few of each live state.
+func TestRuntimePlans(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t, nil)
+	schema := dbtest.Schema(t)
+	d, err := New(pool, &Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Migrate(t.Context(), weirdriver.DirectionUp, func([]int) ([]weirdriver.Migration, error) {
+		return d.Migrations(), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	job := pgx.Identifier{schema, "weir_job"}.Sanitize()
+	// 20,000 jobs: 90% completed, 5% available over 10 queues, 3% running,
+	// 1% scheduled and 1% retryable in the future.
+	if _, err := pool.Exec(t.Context(), `
+INSERT INTO `+job+` (state, queue, kind, args, max_attempts, attempt, lease_token,
+	scheduled_at, finalized_at, lease_expires_at)
+SELECT s.state, 'q' || (g % 10), 'k', '{}', 3,
+	CASE WHEN s.state IN ('completed', 'running') THEN 1 ELSE 0 END,
+	CASE WHEN s.state IN ('completed', 'running') THEN 1 ELSE 0 END,
+	CASE WHEN s.state IN ('scheduled', 'retryable') THEN now() + interval '1 hour'
+		ELSE now() - g * interval '1 second' END,
+	CASE WHEN s.state = 'completed' THEN now() - g * interval '1 second' END,
+	CASE WHEN s.state = 'running' THEN now() + interval '1 minute' END
+FROM generate_series(1, 20000) AS g,
+LATERAL (SELECT CASE
+	WHEN g % 100 < 90 THEN 'completed'
+	WHEN g % 100 < 95 THEN 'available'
+	WHEN g % 100 < 98 THEN 'running'
+	WHEN g % 100 = 98 THEN 'scheduled'
+	ELSE 'retryable' END AS state) AS s`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(t.Context(), "ANALYZE "+job); err != nil {
+		t.Fatal(err)
+	}
+
+	var running []int64
+	if err := pool.QueryRow(t.Context(), "SELECT array(SELECT id FROM "+job+" WHERE state = 'running' LIMIT 100)").Scan(&running); err != nil {
+		t.Fatal(err)
+	}
+	tokens := make([]int64, len(running))
+	outcomes := make([]string, len(running))
+	for i := range running {
+		tokens[i], outcomes[i] = 1, "completed"
+	}
+	nulls := func(n int) []*string { return make([]*string, n) }
+	cutoff := time.Now().Add(-5 * time.Hour)
+	q := d.q
+	cases := []struct {
+		name, sql string
+		indexes   []string // any of them
+		args      []any
+	}{
+		{"claim", q.jobClaim, []string{"weir_job_available_idx"}, []any{"q3", 10, int64(60e6), "c"}},
+		{"finalize", q.jobFinalize, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, outcomes,
+			nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), q.insertChannel}},
+		{"renew", q.jobRenew, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, int64(60e6)}},
+		{"rescue", q.jobRescue, []string{"weir_job_running_idx"}, []any{100, "lost"}},
+		{"schedule", q.jobSchedule, []string{"weir_job_pending_idx"}, []any{100, q.insertChannel}},
+		{"prune", q.jobPrune, []string{"weir_job_finalized_idx"}, []any{cutoff, nil, nil, cutoff, 1000}},
+	}
+	for _, c := range cases {
+		var plan []byte
+		if err := pool.QueryRow(t.Context(), "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {
+			t.Fatalf("%s: explain: %v", c.name, err)
+		}
+		var root []map[string]any
+		if err := json.Unmarshal(plan, &root); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var indexes, seqScans []string
+		walkPlan(root[0]["Plan"], func(node map[string]any) {
+			if name, ok := node["Index Name"].(string); ok {
+				indexes = append(indexes, name)
+			}
+			if node["Node Type"] == "Seq Scan" && node["Relation Name"] == "weir_job" {
+				seqScans = append(seqScans, "weir_job")
+			}
+		})
+		t.Logf("%s: %v", c.name, indexes)
+		found := slices.ContainsFunc(c.indexes, func(want string) bool { return slices.Contains(indexes, want) })
+		if !found || len(seqScans) > 0 {
+			t.Errorf("%s: indexes %v, sequential scans of weir_job %d; want one of %v and no sequential scan\n%s",
+				c.name, indexes, len(seqScans), c.indexes, plan)
+		}
+	}
+}
+
+// walkPlan calls fn on every node of an EXPLAIN (FORMAT JSON) plan.
+func walkPlan(node any, fn func(map[string]any)) {
+	m, ok := node.(map[string]any)
+	if !ok {
+		return
+	}
+	fn(m)
+	if kids, ok := m["Plans"].([]any); ok {
+		for _, k := range kids {
+			walkPlan(k, fn)
+		}
+	}
+}

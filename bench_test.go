@@ -1,8 +1,11 @@
 package weir_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/weirq/weir"
 )
@@ -57,4 +60,59 @@ func BenchmarkInsertMany(b *testing.B) {
 			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
+}
+
+// BenchmarkDrain is W1: 200,000 no-op jobs inserted first, then one client works
+// them down. Run with -benchtime 1x (make bench-drain); it reports jobs/s from Start
+// to the last outcome written.
+func BenchmarkDrain(b *testing.B) {
+	const n = 200_000
+	bb := setup(b, &setupOpts{maxConns: 20})
+	ctx := testCtx(b)
+	workers := weir.NewWorkers()
+	weir.AddWorker(workers, weir.WorkFunc(func(context.Context, *weir.Job[noopArgs]) error { return nil }))
+	var total time.Duration
+	b.StopTimer()
+	for range b.N {
+		if _, err := bb.pool.Exec(ctx, "TRUNCATE "+bb.schema+".weir_job"); err != nil {
+			b.Fatal(err)
+		}
+		batch := make([]weir.InsertManyParams, 5000)
+		for i := range batch {
+			batch[i] = weir.InsertManyParams{Args: noopArgs{N: i}}
+		}
+		for range n / len(batch) {
+			if _, err := bb.client.InsertMany(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := bb.pool.Exec(ctx, "VACUUM ANALYZE "+bb.schema+".weir_job"); err != nil {
+			b.Fatal(err)
+		}
+		c, err := weir.NewClient(bb.driver, &weir.Config{
+			Workers: workers,
+			Queues:  map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 1000, Prefetch: 1000}},
+			Logger:  slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := c.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		tick := time.NewTicker(5 * time.Millisecond)
+		for c.Stats().Finalized < n {
+			<-tick.C
+		}
+		tick.Stop()
+		total += time.Since(start)
+		if err := c.Stop(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if got := bb.count(b, "state = 'completed'"); got != n {
+			b.Fatalf("%d jobs completed, want %d", got, n)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "jobs/s")
 }

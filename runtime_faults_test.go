@@ -268,3 +268,95 @@ func TestLeaderCountSamples(t *testing.T) {
 		t.Fatalf("%d clients led at once", worst.Load())
 	}
 }
+
+// TestUnreachableCancelsBeforeExpiry checks the local lease deadline: when no
+// renewal reaches the database (here a row lock holds them all back), the handler
+// is cancelled before the lease expires by the database clock, so that no other
+// worker may yet legally start the job.
+func TestUnreachableCancelsBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	g := newGate()
+	cancelled := make(chan time.Time, 1)
+	causes := make(chan error, 1)
+	cfg := fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		g.started <- job.ID
+		<-ctx.Done()
+		cancelled <- time.Now()
+		causes <- context.Cause(ctx)
+		return nil
+	}), nil)
+	b.start(t, cfg)
+	id := b.insertProbe(t, "x", nil)
+	g.expectStarted(t)
+
+	lock, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background())
+	if _, err := lock.Exec(ctx, "SELECT 1 FROM "+b.schema+".weir_job WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	var at time.Time
+	select {
+	case at = <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler not cancelled while renewals could not get through")
+	}
+	if cause := <-causes; !errors.Is(cause, weir.ErrLeaseLost) {
+		t.Fatalf("cause %v", cause)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// No renewal got through while the lock was held, so the row's expiry is the
+	// one the handler had to beat.
+	var expires time.Time
+	if err := b.pool.QueryRow(ctx, "SELECT lease_expires_at FROM "+b.schema+".weir_job WHERE id = $1", id).Scan(&expires); err != nil {
+		t.Fatal(err)
+	}
+	if !at.Before(expires) {
+		t.Fatalf("handler cancelled at %s, not before its lease expired at %s", at, expires)
+	}
+}
+
+// TestHooksAndUnknownKind checks that hooks see events, and that a job of a kind
+// this client has no worker for fails its attempt with a clear error.
+func TestHooksAndUnknownKind(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	seen := make(chan *weir.Event, 100)
+	cfg := fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }), nil)
+	cfg.Hooks = []weir.Hook{func(ev *weir.Event) { seen <- ev }}
+	c, err := weir.NewClient(b.driver, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	res, err := b.client.Insert(testCtx(t), weir.RawArgs{KindName: "nobody", JSON: []byte(`{}`)}, &weir.InsertOpts{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := b.insertProbe(t, "ok", nil)
+	waitFor(t, 10*time.Second, "both jobs to end", func() bool {
+		return b.job(t, res.Job.ID).State == weir.JobStateDiscarded && b.job(t, probe).State == weir.JobStateCompleted
+	})
+	if j := b.job(t, res.Job.ID); len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, `no worker for kind "nobody"`) {
+		t.Fatalf("unknown kind: %+v", j.Errors)
+	}
+	kinds := map[weir.EventKind]bool{}
+	timeout := time.After(10 * time.Second)
+	for !kinds[weir.EventJobCompleted] || !kinds[weir.EventJobDiscarded] || !kinds[weir.EventJobStarted] {
+		select {
+		case ev := <-seen:
+			kinds[ev.Kind] = true
+		case <-timeout:
+			t.Fatalf("hook saw %v", kinds)
+		}
+	}
+}

@@ -49,8 +49,10 @@ type Config struct {
 	CancelledRetention time.Duration
 	DiscardedRetention time.Duration
 	// ElectInterval is how often the service tries for, or renews, leadership. It
-	// is also the safety margin by which a leader stops before its term may be
-	// taken over, and the timeout of each statement. Default: 5 s.
+	// is also the timeout of each election, and the safety margin by which a
+	// leader stops before its term may be taken over: a term is trusted locally
+	// for LeaderTTL − ElectInterval from the moment its election was sent, and
+	// every maintenance statement ends by then. Default: 5 s.
 	ElectInterval time.Duration
 	// LeaderTTL is how long a term lasts without renewal (database clock). It
 	// must exceed 2×ElectInterval. Default: 3×ElectInterval.
@@ -152,10 +154,13 @@ type Service struct {
 
 	rescued, scheduled, pruned, elections atomic.Int64
 
-	mu      sync.Mutex
-	state   int                // one of the state constants below
-	cancel  context.CancelFunc // ends the elector
-	abort   context.CancelFunc // cuts a resignation in progress
+	mu    sync.Mutex
+	state int // one of the state constants below
+	// stop ends the elector's loop and the tasks' loops; statements in flight
+	// finish, so that none runs on after the service gave up its term.
+	stop context.CancelFunc
+	// abort cuts every statement in flight. Stop calls it when its ctx ends.
+	abort   context.CancelFunc
 	elector sync.WaitGroup
 }
 
@@ -177,7 +182,7 @@ func New(exec weirdriver.Executor, cfg *Config) *Service {
 }
 
 // Start starts the elector and returns at once. When ctx ends the service stops
-// as if Stop were called, but only Stop awaits its goroutines.
+// as if Stop were called without a deadline, but only Stop awaits its goroutines.
 func (s *Service) Start(ctx context.Context) error {
 	if s.exec == nil {
 		return errors.New("maintenance: executor is nil")
@@ -191,29 +196,31 @@ func (s *Service) Start(ctx context.Context) error {
 		return ErrStopped
 	}
 	s.state = stateStarted
-	electCtx, cancel := context.WithCancel(ctx)
-	// The resignation outlives the elector's context, so that a service ended by
-	// ctx still gives up its term; Stop's ctx (or LeaderTTL) bounds it.
-	resignCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel, s.abort = cancel, abort
-	s.elector.Go(func() { s.elect(electCtx, resignCtx) })
+	loopCtx, stop := context.WithCancel(ctx)
+	// Statements outlive the loops, so that a stopping service lets the one in
+	// flight finish and then gives up its term; each has its own deadline, and
+	// Stop's ctx cuts them all.
+	callCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop, s.abort = stop, abort
+	s.elector.Go(func() { s.elect(loopCtx, callCtx) })
 	return nil
 }
 
 // Stop stops the maintenance tasks and the elector, gives up leadership if held
-// (for no longer than ctx allows) and waits for every goroutine the service
-// started. It is safe to call twice, concurrently, or before Start.
+// and waits for every goroutine the service started. When ctx ends, statements
+// in flight (the resignation too) are cut. It is safe to call twice,
+// concurrently, or before Start.
 func (s *Service) Stop(ctx context.Context) {
 	s.mu.Lock()
 	s.state = stateStopped
-	cancel, abort := s.cancel, s.abort
+	stop, abort := s.stop, s.abort
 	s.mu.Unlock()
-	if cancel == nil {
+	if stop == nil {
 		return
 	}
 	stopAbort := context.AfterFunc(ctx, abort)
 	defer stopAbort()
-	cancel()
+	stop()
 	s.elector.Wait()
 	abort()
 }
@@ -245,16 +252,21 @@ func (s *Service) termDeadline() (time.Time, bool) {
 	return s.epoch.Add(d), true
 }
 
-// term is one period of leadership: the maintenance tasks run under ctx.
+// term is one period of leadership and its tasks.
 type term struct {
-	cancel context.CancelFunc
-	tasks  sync.WaitGroup
+	// loop ends when the tasks must start no more statements; stmt, its
+	// parent, ends when statements in flight must be cut.
+	loop, stmt context.Context
+	end, cut   context.CancelFunc
+	tasks      sync.WaitGroup
 }
 
 // elect is the elector loop. It tries for leadership at once and then every
 // ElectInterval, starts the tasks when it wins, and stops them at once when a
-// renewal fails or the term's local deadline passes. It owns the tasks.
-func (s *Service) elect(ctx, resignCtx context.Context) {
+// renewal fails or the term's local deadline passes. When ctx ends it lets the
+// statements in flight finish, stops the tasks and resigns. It owns the tasks.
+// Statements run under callCtx.
+func (s *Service) elect(ctx, callCtx context.Context) {
 	var (
 		t *term
 		// mayHold is whether the store may record this client as leader: after
@@ -267,23 +279,29 @@ func (s *Service) elect(ctx, resignCtx context.Context) {
 	next := time.NewTimer(0)
 	defer next.Stop()
 
-	lose := func(why string, attrs ...any) {
+	// lose ends the term. Leadership that is no longer trusted is dropped at once:
+	// IsLeader turns false and statements in flight are cut. A graceful end lets
+	// them finish first (each ends by the term's local deadline anyway).
+	lose := func(graceful bool, why string, attrs ...any) {
 		if t == nil {
 			return
 		}
-		// IsLeader turns false and no new statement starts before the tasks are
-		// cancelled and awaited.
-		s.deadline.Store(0)
 		expiry.Stop()
-		t.cancel()
+		t.end()
+		if !graceful {
+			s.deadline.Store(0)
+			t.cut()
+		}
 		t.tasks.Wait()
+		s.deadline.Store(0)
+		t.cut()
 		t = nil
 		s.logger.Info("maintenance: leadership ended: "+why, attrs...)
 	}
 	defer func() {
-		lose("stopping")
+		lose(true, "stopping")
 		if mayHold {
-			s.resign(resignCtx)
+			s.resign(callCtx)
 		}
 	}()
 
@@ -292,7 +310,7 @@ func (s *Service) elect(ctx, resignCtx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-expiry.C:
-			lose("local deadline passed without a renewal")
+			lose(false, "local deadline passed without a renewal")
 			continue
 		case <-next.C:
 		}
@@ -304,8 +322,8 @@ func (s *Service) elect(ctx, resignCtx context.Context) {
 		if d, ok := s.termDeadline(); ok && d.Before(callEnd) {
 			callEnd = d
 		}
-		callCtx, cancel := context.WithDeadline(ctx, callEnd)
-		won, err := s.exec.LeaderElect(callCtx, &weirdriver.LeaderElectParams{
+		electCtx, cancel := context.WithDeadline(callCtx, callEnd)
+		won, err := s.exec.LeaderElect(electCtx, &weirdriver.LeaderElectParams{
 			Name: LeaderName, LeaderID: s.cfg.ClientID, TTL: s.cfg.LeaderTTL,
 		})
 		cancel()
@@ -316,7 +334,7 @@ func (s *Service) elect(ctx, resignCtx context.Context) {
 		case err != nil:
 			mayHold = true // the statement may have committed before it failed
 			s.logger.Warn("maintenance: elect leader", slog.Any("error", err))
-			lose("renewal failed", slog.Any("error", err))
+			lose(false, "renewal failed", slog.Any("error", err))
 			continue
 		case !won:
 			mayHold = false
@@ -325,33 +343,34 @@ func (s *Service) elect(ctx, resignCtx context.Context) {
 				// disagree by more than the margin.
 				s.logger.Warn("maintenance: term lost before its local deadline", slog.Duration("margin", s.cfg.ElectInterval))
 			}
-			lose("another client leads")
+			lose(false, "another client leads")
 			continue
 		}
 		mayHold = true
 		deadline := sent.Add(s.cfg.LeaderTTL - s.cfg.ElectInterval)
 		left := time.Until(deadline)
 		if left <= 0 {
-			lose("renewal came back after the local deadline")
+			lose(false, "renewal came back after the local deadline")
 			continue
 		}
 		s.deadline.Store(int64(deadline.Sub(s.epoch)))
 		expiry.Reset(left)
 		if t == nil {
-			t = s.startTerm(ctx)
+			t = s.startTerm(callCtx)
 		}
 	}
 }
 
 // startTerm starts the maintenance tasks of a term just won.
-func (s *Service) startTerm(ctx context.Context) *term {
+func (s *Service) startTerm(callCtx context.Context) *term {
 	s.elections.Add(1)
 	s.logger.Info("maintenance: leadership won")
-	tctx, cancel := context.WithCancel(ctx)
-	t := &term{cancel: cancel}
-	t.tasks.Go(func() { s.every(tctx, s.cfg.RescueInterval, true, s.rescue) })
-	t.tasks.Go(func() { s.every(tctx, s.cfg.ScheduleInterval, true, s.schedule) })
-	t.tasks.Go(func() { s.every(tctx, s.cfg.PruneInterval, false, s.prune) })
+	t := &term{}
+	t.stmt, t.cut = context.WithCancel(callCtx)
+	t.loop, t.end = context.WithCancel(t.stmt)
+	t.tasks.Go(func() { s.every(t, s.cfg.RescueInterval, true, s.rescue) })
+	t.tasks.Go(func() { s.every(t, s.cfg.ScheduleInterval, true, s.schedule) })
+	t.tasks.Go(func() { s.every(t, s.cfg.PruneInterval, false, s.prune) })
 	return t
 }
 

@@ -8,43 +8,40 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// every runs task every interval until ctx ends, and once at the start when now
-// is set.
-func (s *Service) every(ctx context.Context, interval time.Duration, now bool, task func(context.Context)) {
+// every runs task every interval until the term ends, and once at the start
+// when now is set.
+func (s *Service) every(t *term, interval time.Duration, now bool, task func(*term)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	if now {
-		task(ctx)
+		task(t)
 	}
 	for {
 		select {
-		case <-ctx.Done():
+		case <-t.loop.Done():
 			return
 		case <-ticker.C:
-			task(ctx)
+			task(t)
 		}
 	}
 }
 
 // batches runs stmt, which changes up to BatchSize rows, until it changes fewer,
-// fails or the term ends. Each statement ends at ElectInterval, at the term's
-// local deadline or when ctx ends, whichever comes first, so that no statement
-// outlives the leadership it runs under.
-func (s *Service) batches(ctx context.Context, what string, stmt func(ctx context.Context) (int, error)) {
+// fails or the term ends. Each statement's context ends at the term's local
+// deadline, so that no statement outlives the leadership it runs under, or
+// sooner when the term ends.
+func (s *Service) batches(t *term, what string, stmt func(ctx context.Context) (int, error)) {
 	for {
 		deadline, ok := s.termDeadline()
-		if !ok || ctx.Err() != nil {
+		if !ok || t.loop.Err() != nil {
 			return
 		}
-		if timeout := time.Now().Add(s.cfg.ElectInterval); timeout.Before(deadline) {
-			deadline = timeout
-		}
-		sctx, cancel := context.WithDeadline(ctx, deadline)
-		n, err := stmt(sctx)
+		ctx, cancel := context.WithDeadline(t.stmt, deadline)
+		n, err := stmt(ctx)
 		cancel()
 		if err != nil {
 			// An error because the term ended is expected, not a problem.
-			if ctx.Err() == nil && s.IsLeader() {
+			if t.loop.Err() == nil && s.IsLeader() {
 				s.logger.Warn("maintenance: "+what, slog.Any("error", err))
 			}
 			return
@@ -56,8 +53,8 @@ func (s *Service) batches(ctx context.Context, what string, stmt func(ctx contex
 }
 
 // rescue takes back jobs whose lease expired.
-func (s *Service) rescue(ctx context.Context) {
-	s.batches(ctx, "rescue expired leases", func(ctx context.Context) (int, error) {
+func (s *Service) rescue(t *term) {
+	s.batches(t, "rescue expired leases", func(ctx context.Context) (int, error) {
 		jobs, err := s.exec.JobRescue(ctx, &weirdriver.JobRescueParams{Limit: s.cfg.BatchSize})
 		if err != nil {
 			return 0, err
@@ -75,8 +72,8 @@ func (s *Service) rescue(ctx context.Context) {
 }
 
 // schedule makes due scheduled and retryable jobs available.
-func (s *Service) schedule(ctx context.Context) {
-	s.batches(ctx, "schedule due jobs", func(ctx context.Context) (int, error) {
+func (s *Service) schedule(t *term) {
+	s.batches(t, "schedule due jobs", func(ctx context.Context) (int, error) {
 		n, err := s.exec.JobSchedule(ctx, s.cfg.BatchSize)
 		s.scheduled.Add(int64(n))
 		return n, err
@@ -84,7 +81,7 @@ func (s *Service) schedule(ctx context.Context) {
 }
 
 // prune deletes final jobs older than their state's retention.
-func (s *Service) prune(ctx context.Context) {
+func (s *Service) prune(t *term) {
 	now := time.Now().Round(0)
 	cutoff := func(retention time.Duration) time.Time {
 		if retention < 0 {
@@ -101,7 +98,7 @@ func (s *Service) prune(ctx context.Context) {
 	if params.CompletedBefore.IsZero() && params.CancelledBefore.IsZero() && params.DiscardedBefore.IsZero() {
 		return
 	}
-	s.batches(ctx, "prune final jobs", func(ctx context.Context) (int, error) {
+	s.batches(t, "prune final jobs", func(ctx context.Context) (int, error) {
 		n, err := s.exec.JobPrune(ctx, params)
 		s.pruned.Add(int64(n))
 		return n, err

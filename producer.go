@@ -43,15 +43,65 @@ type producer struct {
 	cfg   QueueConfig
 	wake  chan struct{} // capacity 1: a pending wake-up
 
+	// jobs hands started jobs to the producer's MaxWorkers worker goroutines;
+	// long-lived workers keep their grown stacks from job to job. It never holds
+	// more than MaxWorkers jobs, so sending on it never blocks.
+	jobs    chan *heldJob
+	workers sync.WaitGroup
+
 	mu       sync.Mutex
-	buffer   []*heldJob // claimed, not started: the local prefetch
-	running  int
-	claiming bool // false once Stop began: buffered jobs no longer start
-	handlers sync.WaitGroup
+	buffer   []*heldJob    // claimed, not started: the local prefetch
+	running  int           // handed to a worker, handler not returned
+	claiming bool          // false once Stop began: buffered jobs no longer start
+	idle     chan struct{} // closed when running falls to 0, if someone waits
 }
 
 func newProducer(rt *runtime, queue string, cfg QueueConfig) *producer {
-	return &producer{rt: rt, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), claiming: true}
+	return &producer{
+		rt: rt, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), claiming: true,
+		jobs: make(chan *heldJob, cfg.MaxWorkers),
+	}
+}
+
+// startWorkers starts the worker goroutines; stopWorkers ends them.
+func (p *producer) startWorkers() {
+	for range p.cfg.MaxWorkers {
+		p.workers.Go(func() {
+			for j := range p.jobs {
+				p.run(j)
+			}
+		})
+	}
+}
+
+// stopWorkers closes the job channel and, when no handler is abandoned, awaits the
+// workers. A worker whose handler was abandoned ends when its handler returns.
+func (p *producer) stopWorkers(await bool) {
+	close(p.jobs)
+	if await {
+		p.workers.Wait()
+	}
+}
+
+// waitIdle returns true when no handler of the producer runs, or false when ctx
+// ends first.
+func (p *producer) waitIdle(ctx context.Context) bool {
+	p.mu.Lock()
+	if p.running == 0 {
+		p.mu.Unlock()
+		return true
+	}
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+	}
+	idle := p.idle
+	p.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // poke asks the producer to look for work soon. It never blocks.
@@ -148,7 +198,7 @@ func (p *producer) startBufferedLocked() {
 			continue // the lease was lost while the job waited
 		}
 		p.running++
-		p.handlers.Go(func() { p.run(j) })
+		p.jobs <- j
 	}
 }
 
@@ -178,6 +228,10 @@ func (p *producer) run(j *heldJob) {
 	rt.handlerReturned(j)
 	p.mu.Lock()
 	p.running--
+	if p.running == 0 && p.idle != nil {
+		close(p.idle)
+		p.idle = nil
+	}
 	p.startBufferedLocked()
 	p.mu.Unlock()
 	p.poke()

@@ -167,6 +167,7 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("weir: start maintenance: %w", err)
 	}
 	for _, p := range rt.producers {
+		p.startWorkers()
 		rt.producerLoops.Go(func() { p.loop(rt.claimCtx) })
 	}
 	c.rt = rt
@@ -249,9 +250,12 @@ func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
 	if hard {
 		rt.cancelHandlers()
 	}
-	if !waitCtx(soft, rt.waitHandlers) {
+	if !rt.waitIdle(soft) {
 		rt.cancelHandlers()
-		waitCtx(ctx, rt.waitHandlers)
+	}
+	allReturned := rt.waitIdle(ctx)
+	for _, p := range rt.producers {
+		p.stopWorkers(allReturned)
 	}
 
 	// 5. Drain every finalization before stopping what keeps leases alive.
@@ -278,8 +282,8 @@ func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
 }
 
 // waitCtx runs wait in a goroutine and reports whether it returned before ctx
-// ended. The goroutine outlives a false return only as long as wait blocks, which
-// is how abandoned handlers are left behind.
+// ended. The goroutine outlives a false return only as long as wait blocks: here,
+// only while a claim cut by the budget unwinds.
 func waitCtx(ctx context.Context, wait func()) bool {
 	done := make(chan struct{})
 	go func() {
@@ -294,10 +298,14 @@ func waitCtx(ctx context.Context, wait func()) bool {
 	}
 }
 
-func (rt *runtime) waitHandlers() {
+// waitIdle reports whether every handler returned before ctx ended.
+func (rt *runtime) waitIdle(ctx context.Context) bool {
 	for _, p := range rt.producers {
-		p.handlers.Wait()
+		if !p.waitIdle(ctx) {
+			return false
+		}
 	}
+	return true
 }
 
 // cancelHandlers cancels every running handler with cause ErrShutdown.

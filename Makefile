@@ -31,4 +31,8 @@ lint: ## gofmt, go vet and staticcheck (run as a Go tool from tools/go.mod)
 
 .PHONY: bench
 bench: ## Insert benchmarks (jobs/s); see docs/benchmarks.md
-	$(GO) test -run '^$$' -bench . -benchtime 3s -count 3 .
+	$(GO) test -run '^$$' -bench 'Insert' -benchtime 3s -count 3 .
+
+.PHONY: bench-drain
+bench-drain: ## W1: drain 200,000 no-op jobs with one client, 3 times (jobs/s)
+	$(GO) test -run '^$$' -bench 'Drain' -benchtime 1x -count 3 -timeout 30m .

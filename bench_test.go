@@ -10,7 +10,7 @@ import (
 	"github.com/weirq/weir"
 )
 
-// Run with: make bench (go test -run '^$' -bench . -benchtime ... .)
+// Run with: make bench (inserts) and make bench-drain (W1).
 // Each benchmark reports jobs/s; see docs/benchmarks.md.
 
 func BenchmarkInsert(b *testing.B) {

@@ -237,7 +237,27 @@ func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*I
 	if err != nil {
 		return nil, err
 	}
+	c.wakeLocal(res)
 	return res[0], nil
+}
+
+// wakeLocal wakes this client's own producers for committed new available jobs at
+// once, without waiting for the notification's round trip.
+func (c *Client) wakeLocal(results []*InsertResult) {
+	c.mu.Lock()
+	rt := c.rt
+	c.mu.Unlock()
+	if rt == nil {
+		return
+	}
+	for _, r := range results {
+		if r.Duplicate || r.Job.State != JobStateAvailable {
+			continue
+		}
+		if p := rt.producers[r.Job.Queue]; p != nil {
+			p.poke()
+		}
+	}
 }
 
 // InsertTx inserts a job inside the caller's transaction: the job exists, and wakes
@@ -266,7 +286,12 @@ func (c *Client) insertOneTx(ctx context.Context, tx any, args JobArgs, opts *In
 // InsertMany inserts jobs in one transaction and returns them in order. Large
 // batches of jobs without unique options are written with COPY.
 func (c *Client) InsertMany(ctx context.Context, params []InsertManyParams) ([]*InsertResult, error) {
-	return c.insert(ctx, c.driver.Executor(), params)
+	res, err := c.insert(ctx, c.driver.Executor(), params)
+	if err != nil {
+		return nil, err
+	}
+	c.wakeLocal(res)
+	return res, nil
 }
 
 // InsertManyTx is InsertMany inside the caller's transaction.

@@ -156,6 +156,7 @@ func (p *producer) fill() (more bool, err error) {
 	rows, err := p.rt.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
 		Queue: p.queue, Max: room, ClientID: p.rt.clientID, LeaseDuration: p.rt.cfg.LeaseDuration,
 	})
+	p.rt.stats.claims.Add(1)
 	if err != nil {
 		if p.rt.hardCtx.Err() == nil {
 			p.rt.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)

@@ -61,6 +61,7 @@ type runtime struct {
 
 // stats are the client's counters.
 type stats struct {
+	claims      atomic.Int64
 	staleWrites atomic.Int64
 	leasesLost  atomic.Int64
 	finalized   atomic.Int64
@@ -70,6 +71,8 @@ type stats struct {
 
 // Stats are counters of what the client's runtime did since Start.
 type Stats struct {
+	// Claims counts claim statements run, by all queues.
+	Claims int64
 	// StaleWrites counts fenced writes that matched no row: the lease had been lost.
 	StaleWrites int64
 	// LeasesLost counts leases the client found lost, by renewal or local deadline.
@@ -92,6 +95,7 @@ func (c *Client) Stats() Stats {
 	rt := c.rt
 	c.mu.Unlock()
 	if rt != nil {
+		s.Claims = rt.stats.claims.Load()
 		s.StaleWrites = rt.stats.staleWrites.Load()
 		s.LeasesLost = rt.stats.leasesLost.Load()
 		s.Finalized = rt.stats.finalized.Load()

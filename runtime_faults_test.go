@@ -3,6 +3,7 @@ package weir_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 
@@ -357,6 +359,69 @@ func TestHooksAndUnknownKind(t *testing.T) {
 			kinds[ev.Kind] = true
 		case <-timeout:
 			t.Fatalf("hook saw %v", kinds)
+		}
+	}
+}
+
+// deafDriver is a driver whose listener never connects, so that only polling and
+// the client's own wake-ups find new jobs.
+type deafDriver struct{ *weirpgx.Driver }
+
+func (deafDriver) Listen(context.Context, ...string) (weirdriver.Listener, error) {
+	return nil, errors.New("listening disabled by the test")
+}
+
+// TestLocalInsertWakes checks that jobs inserted by a started client wake its own
+// producers at once, with no notification and no poll to help.
+func TestLocalInsertWakes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ran := make(chan int64, 10)
+	cfg := fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		ran <- job.ID
+		return nil
+	}), nil)
+	cfg.FetchPollInterval = time.Hour
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	c, err := weir.NewClient(deafDriver{b.driver}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := b.insertProbe(t, "before start", nil)
+	if err := c.Start(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	// The first poll claims the job inserted before Start; its handler's return
+	// asks for one more claim. After those two, the producer sleeps for an hour.
+	if got := <-ran; got != first {
+		t.Fatalf("ran %d, want %d", got, first)
+	}
+	waitFor(t, 10*time.Second, "the producer to go idle", func() bool { return c.Stats().Claims >= 2 })
+	for _, insert := range []func() int64{
+		func() int64 {
+			res, err := c.Insert(testCtx(t), probeArgs{Name: "one"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.Job.ID
+		},
+		func() int64 {
+			res, err := c.InsertMany(testCtx(t), []weir.InsertManyParams{{Args: probeArgs{Name: "many"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res[0].Job.ID
+		},
+	} {
+		id := insert()
+		select {
+		case got := <-ran:
+			if got != id {
+				t.Fatalf("ran job %d, want %d", got, id)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a job inserted by the running client did not wake it")
 		}
 	}
 }

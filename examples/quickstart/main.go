@@ -1,13 +1,16 @@
-// Command quickstart shows weir's insert API end to end on PostgreSQL: it migrates
-// a schema, enqueues jobs alone, in a transaction, in bulk and uniquely, then lists
-// them as an operator would. The database comes from WEIR_DATABASE_URL (default:
-// the local server), the schema is weir_demo.
+// Command quickstart shows weir end to end on PostgreSQL: it migrates a schema,
+// enqueues jobs alone, in a transaction, in bulk and uniquely, lists them as an
+// operator would, then starts a client that works them and stops it gracefully.
+// The database comes from WEIR_DATABASE_URL (default: the local server), the
+// schema is weir_demo.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -151,5 +154,57 @@ func run(ctx context.Context) error {
 	for _, j := range page.Jobs {
 		fmt.Printf("  %d %-12s %-9s %s\n", j.ID, j.Kind, j.State, j.Args)
 	}
+	return work(ctx, driver)
+}
+
+// work starts a client with a worker per kind, waits until every due job has
+// ended, and stops the client.
+func work(ctx context.Context, driver *weirpgx.Driver) error {
+	var sent, resized, failedOnce atomic.Int64
+	workers := weir.NewWorkers()
+	weir.AddWorker(workers, weir.WorkFunc(func(ctx context.Context, job *weir.Job[SendEmail]) error {
+		sent.Add(1)
+		return nil
+	}))
+	weir.AddWorker(workers, weir.WorkFunc(func(ctx context.Context, job *weir.Job[ResizeImage]) error {
+		// One image fails its first attempt and succeeds on the retry.
+		if job.Args.Path == "/img/7.png" && failedOnce.CompareAndSwap(0, 1) {
+			return errors.New("transient: image store busy")
+		}
+		resized.Add(1)
+		return nil
+	}))
+	client, err := weir.NewClient(driver, &weir.Config{
+		Workers: workers,
+		Queues: map[string]weir.QueueConfig{
+			weir.DefaultQueue: {MaxWorkers: 10},
+			"media":           {MaxWorkers: 50},
+		},
+		RetryPolicy: weir.ExponentialBackoff{Base: 100 * time.Millisecond},
+	})
+	if err != nil {
+		return err
+	}
+	done, unsubscribe := client.Subscribe(weir.EventJobCompleted)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	// Due jobs: two emails, 1,001 images. The cancelled one never runs.
+	const due = 2 + 1001
+	for completed := 0; completed < due; completed++ {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("worked %d of %d jobs: %w", completed, due, ctx.Err())
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		return err
+	}
+	fmt.Printf("\nworked: %d emails sent, %d images resized (one after a retry); stopped cleanly\n",
+		sent.Load(), resized.Load())
 	return nil
 }

@@ -310,13 +310,14 @@ func TestUnreachableCancelsBeforeExpiry(t *testing.T) {
 	if cause := <-causes; !errors.Is(cause, weir.ErrLeaseLost) {
 		t.Fatalf("cause %v", cause)
 	}
-	if err := lock.Rollback(ctx); err != nil {
+	// No renewal got through while the lock was held, so the row's expiry, read
+	// under the lock before any outcome can be written, is the one the handler had
+	// to beat.
+	var expires time.Time
+	if err := lock.QueryRow(ctx, "SELECT lease_expires_at FROM "+b.schema+".weir_job WHERE id = $1", id).Scan(&expires); err != nil {
 		t.Fatal(err)
 	}
-	// No renewal got through while the lock was held, so the row's expiry is the
-	// one the handler had to beat.
-	var expires time.Time
-	if err := b.pool.QueryRow(ctx, "SELECT lease_expires_at FROM "+b.schema+".weir_job WHERE id = $1", id).Scan(&expires); err != nil {
+	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !at.Before(expires) {

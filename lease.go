@@ -83,9 +83,3 @@ func (t *leaseTable) valid(j *heldJob, now time.Time) bool {
 	defer t.mu.Unlock()
 	return !j.lost && now.Before(j.deadline)
 }
-
-func (t *leaseTable) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.jobs)
-}

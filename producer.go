@@ -226,7 +226,12 @@ func (p *producer) run(j *heldJob) {
 	elapsed := time.Since(start)
 	fin := rt.finalization(j, entry, err, context.Cause(ctx), elapsed)
 
+	// The outcome is tracked by the completer before the slot frees: Stop waits
+	// for idle handlers and then for the completer to drain, so a finalization
+	// submitted after the slot freed could miss the drain and be lost (the Awa
+	// 0.6 bug).
 	rt.handlerReturned(j)
+	rt.completer.submit(fin)
 	p.mu.Lock()
 	p.running--
 	if p.running == 0 && p.idle != nil {
@@ -236,7 +241,6 @@ func (p *producer) run(j *heldJob) {
 	p.startBufferedLocked()
 	p.mu.Unlock()
 	p.poke()
-	rt.completer.submit(fin)
 }
 
 // invoke runs the handler, turning a panic into a PanicError.

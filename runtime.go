@@ -450,7 +450,13 @@ func (rt *runtime) listen(ctx context.Context) {
 			}
 			rt.notify(n)
 		}
+		// On a reconnect, close politely; at shutdown, at once (a closed context
+		// makes Close drop the connection without waiting on the network), so that
+		// an unreachable database cannot hold Stop past its deadline.
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		if ctx.Err() != nil {
+			cancel()
+		}
 		_ = l.Close(closeCtx)
 		cancel()
 	}

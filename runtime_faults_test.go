@@ -35,19 +35,12 @@ func TestCancelDuringFailureWrite(t *testing.T) {
 	g.expectStarted(t)
 	claimed := b.job(t, id)
 
-	lock, err := b.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(context.Background())
-	if _, err := lock.Exec(ctx, "SELECT 1 FROM "+b.schema+".weir_job WHERE id = $1 FOR UPDATE", id); err != nil {
-		t.Fatal(err)
-	}
+	lock := b.lockRow(t, id)
 	g.open()
 	b.waitForFinalizeBlockedBy(t, lock)
 	stopCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	err = c.Stop(stopCtx)
+	err := c.Stop(stopCtx)
 	if err == nil || !strings.Contains(err.Error(), "not written") {
 		t.Fatalf("Stop: %v, want an error about unwritten outcomes", err)
 	}
@@ -293,14 +286,7 @@ func TestUnreachableCancelsBeforeExpiry(t *testing.T) {
 	id := b.insertProbe(t, "x", nil)
 	g.expectStarted(t)
 
-	lock, err := b.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(context.Background())
-	if _, err := lock.Exec(ctx, "SELECT 1 FROM "+b.schema+".weir_job WHERE id = $1 FOR UPDATE", id); err != nil {
-		t.Fatal(err)
-	}
+	lock := b.lockRow(t, id)
 	var at time.Time
 	select {
 	case at = <-cancelled:

@@ -138,3 +138,18 @@ func (b *bundle) waitForFinalizeBlockedBy(t testing.TB, tx pgx.Tx) {
 		return err == nil && waiting
 	})
 }
+
+// lockRow holds job id's row lock in a transaction of its own, so that writes to
+// the job wait, until the test rolls it back (at cleanup at the latest).
+func (b *bundle) lockRow(t testing.TB, id int64) pgx.Tx {
+	t.Helper()
+	lock, err := b.pool.Begin(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback(context.Background()) })
+	if _, err := lock.Exec(testCtx(t), "SELECT 1 FROM "+b.schema+".weir_job WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}

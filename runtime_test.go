@@ -185,14 +185,7 @@ func TestAwaRegression(t *testing.T) {
 	claimed := b.job(t, id)
 
 	// Hold the job's row so that the outcome write waits.
-	lock, err := b.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(context.Background())
-	if _, err := lock.Exec(ctx, "SELECT 1 FROM "+b.schema+".weir_job WHERE id = $1 FOR UPDATE", id); err != nil {
-		t.Fatal(err)
-	}
+	lock := b.lockRow(t, id)
 
 	stopped := make(chan error, 1)
 	go func() {

@@ -158,3 +158,25 @@ func (c *Client) QueueList(ctx context.Context) ([]*QueueStats, error) {
 	}
 	return queues, nil
 }
+
+// QueuePause pauses a queue on every client: none claims from it until it is
+// resumed, and running jobs finish. Pausing a paused queue changes nothing.
+func (c *Client) QueuePause(ctx context.Context, name string) error {
+	return c.queueOp(ctx, name, weirdriver.Executor.QueuePause)
+}
+
+// QueueResume resumes a paused queue and wakes its workers on every client.
+func (c *Client) QueueResume(ctx context.Context, name string) error {
+	return c.queueOp(ctx, name, weirdriver.Executor.QueueResume)
+}
+
+func (c *Client) queueOp(ctx context.Context, name string, op func(weirdriver.Executor, context.Context, string) error) error {
+	if err := validateName("queue", name); err != nil {
+		return err
+	}
+	err := c.withSchemaCheck(ctx, func() error { return op(c.driver.Executor(), ctx, name) })
+	if err != nil {
+		return fmt.Errorf("weir: %w", err)
+	}
+	return nil
+}

@@ -469,6 +469,9 @@ func (rt *runtime) notify(n *weirdriver.Notification) {
 			p.poke()
 		}
 	case rt.driver.ControlChannel():
+		if strings.HasPrefix(n.Payload, "pause ") {
+			return // every claim checks whether its queue is paused
+		}
 		idText, ok := strings.CutPrefix(n.Payload, "cancel ")
 		id, err := strconv.ParseInt(idText, 10, 64)
 		if !ok || err != nil {

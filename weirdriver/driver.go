@@ -89,8 +89,15 @@ type Executor interface {
 	JobRetry(ctx context.Context, id int64) (*weirtype.JobRow, error)
 	// JobDelete deletes a job that is not running and returns it.
 	JobDelete(ctx context.Context, id int64) (*weirtype.JobRow, error)
-	// QueueList counts jobs by queue and state.
+	// QueueList counts jobs by queue and state, and lists paused queues even when
+	// they hold no jobs.
 	QueueList(ctx context.Context) ([]*QueueStats, error)
+	// QueuePause pauses a queue: no client claims from it until it is resumed;
+	// running jobs finish. Pausing a paused queue changes nothing.
+	QueuePause(ctx context.Context, name string) error
+	// QueueResume resumes a paused queue and wakes its workers. Resuming a queue
+	// that is not paused changes nothing.
+	QueueResume(ctx context.Context, name string) error
 
 	// The worker runtime's statements. Every write about a running job is fenced:
 	// it applies only while the job is running under the given lease token, and a
@@ -175,6 +182,8 @@ type JobListParams struct {
 type QueueStats struct {
 	Name   string
 	Counts map[weirtype.JobState]int64
+	// Paused is set while the queue is paused.
+	Paused bool
 }
 
 // Error codes a driver reports through *OpError, so that callers can tell what went

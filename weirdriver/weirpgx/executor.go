@@ -204,22 +204,41 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 	var out []*weirdriver.QueueStats
 	for r.Next() {
 		var (
-			queue string
-			state weirtype.JobState
-			n     int64
+			queue  string
+			state  *weirtype.JobState
+			n      int64
+			paused bool
 		)
-		if err := r.Scan(&queue, &state, &n); err != nil {
+		if err := r.Scan(&queue, &state, &n, &paused); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
-			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}})
+			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused})
 		}
-		out[len(out)-1].Counts[state] = n
+		if state != nil {
+			out[len(out)-1].Counts[*state] = n
+		}
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	return out, nil
+}
+
+func (e *executor) QueuePause(ctx context.Context, name string) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if _, err := e.db.Exec(ctx, e.q.queuePause, name, e.q.controlChannel); err != nil {
+		return fmt.Errorf("pause queue %s: %w", name, err)
+	}
+	return nil
+}
+
+func (e *executor) QueueResume(ctx context.Context, name string) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if _, err := e.db.Exec(ctx, e.q.queueResume, name, e.q.insertChannel); err != nil {
+		return fmt.Errorf("resume queue %s: %w", name, err)
+	}
+	return nil
 }
 
 // listQuery builds the listing statement for p; the schema is fixed at construction.

@@ -29,6 +29,8 @@ type queries struct {
 	jobDelete    string
 	jobState     string
 	queueList    string
+	queuePause   string
+	queueResume  string
 
 	runtimeQueries
 }
@@ -44,6 +46,7 @@ func newQueries(schema string) *queries {
 	fill := func(s string) string {
 		return strings.NewReplacer(
 			"{job}", q.job,
+			"{queue}", pgx.Identifier{schema, "weir_queue"}.Sanitize(),
 			"{seq}", pgx.Identifier{schema, "weir_job_id_seq"}.Sanitize(),
 			"{state_bit}", pgx.Identifier{schema, "weir_state_bit"}.Sanitize(),
 			"{cols}", jobColumns,
@@ -114,6 +117,26 @@ WITH updated AS (
 SELECT {cols} FROM updated WHERE pg_notify($2, queue) IS NOT NULL`)
 
 	q.jobDelete = fill(`DELETE FROM {job} WHERE id = $1 AND state <> 'running' RETURNING {cols}`)
-	q.queueList = fill(`SELECT queue, state, count(*) FROM {job} GROUP BY queue, state ORDER BY queue, state`)
+	// Queues with jobs, by state, plus paused queues without jobs (state NULL).
+	q.queueList = fill(`
+SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), p.paused_at IS NOT NULL
+FROM (SELECT queue, state, count(*) AS n FROM {job} GROUP BY queue, state) AS c
+FULL JOIN (SELECT name, paused_at FROM {queue} WHERE paused_at IS NOT NULL) AS p ON p.name = c.queue
+ORDER BY 1, 2`)
+	q.queuePause = fill(`
+WITH paused AS (
+	INSERT INTO {queue} AS q (name, paused_at) VALUES ($1, now())
+	ON CONFLICT (name) DO UPDATE SET paused_at = coalesce(q.paused_at, now()), updated_at = now()
+	RETURNING name
+)
+SELECT pg_notify($2, 'pause ' || name) IS NOT NULL FROM paused`)
+	// Resuming notifies the insert channel, so that workers of the queue wake.
+	q.queueResume = fill(`
+WITH resumed AS (
+	UPDATE {queue} SET paused_at = NULL, updated_at = now()
+	WHERE name = $1 AND paused_at IS NOT NULL
+	RETURNING name
+)
+SELECT pg_notify($2, name) IS NOT NULL FROM resumed`)
 	return q
 }

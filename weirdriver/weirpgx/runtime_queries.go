@@ -26,6 +26,7 @@ func newRuntimeQueries(schema string) runtimeQueries {
 	fill := strings.NewReplacer(
 		"{job}", pgx.Identifier{schema, "weir_job"}.Sanitize(),
 		"{leader}", pgx.Identifier{schema, "weir_leader"}.Sanitize(),
+		"{queue}", pgx.Identifier{schema, "weir_queue"}.Sanitize(),
 		"{cols}", jobColumns,
 		// The outcome that applies: a requested cancel wins over what the worker says.
 		"{eff}", "(CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancel' ELSE i.outcome END)",
@@ -45,6 +46,7 @@ func newRuntimeQueries(schema string) runtimeQueries {
 WITH picked AS (
 	SELECT id FROM {job}
 	WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
+		AND NOT EXISTS (SELECT 1 FROM {queue} WHERE name = $1 AND paused_at IS NOT NULL)
 	ORDER BY priority, scheduled_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED

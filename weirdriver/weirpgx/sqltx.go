@@ -65,6 +65,8 @@ func (e *sqlExecutor) JobRetry(context.Context, int64) (*weirtype.JobRow, error)
 func (e *sqlExecutor) JobDelete(context.Context, int64) (*weirtype.JobRow, error) {
 	return nil, errSQLTx
 }
+func (e *sqlExecutor) QueuePause(context.Context, string) error  { return errSQLTx }
+func (e *sqlExecutor) QueueResume(context.Context, string) error { return errSQLTx }
 func (e *sqlExecutor) QueueList(context.Context) ([]*weirdriver.QueueStats, error) {
 	return nil, errSQLTx
 }

@@ -234,3 +234,44 @@ func TestAwaRegression(t *testing.T) {
 		t.Fatalf("job changed after the second client: %+v", j)
 	}
 }
+
+// TestQueuePause checks that a paused queue claims nothing on a running client, and
+// that resuming it wakes the client at once (the poll interval here is an hour).
+func TestQueuePause(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ran := make(chan int64, 10)
+	cfg := fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		ran <- job.ID
+		return nil
+	}), nil)
+	cfg.FetchPollInterval = time.Hour
+	c := b.start(t, cfg)
+	waitFor(t, 10*time.Second, "the first poll", func() bool { return c.Stats().Claims >= 1 })
+	if err := b.client.QueuePause(testCtx(t), weir.DefaultQueue); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Stats().Claims
+	id := b.insertProbe(t, "paused", nil)
+	// The insert's notification wakes the producer; its claim finds the queue paused.
+	waitFor(t, 10*time.Second, "a claim after the insert", func() bool { return c.Stats().Claims > before })
+	if j := b.job(t, id); j.State != weir.JobStateAvailable {
+		t.Fatalf("job in a paused queue is %s", j.State)
+	}
+	if err := b.client.QueueResume(testCtx(t), weir.DefaultQueue); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-ran:
+		if got != id {
+			t.Fatalf("ran %d, want %d", got, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("resume did not wake the client")
+	}
+	for _, name := range []string{"", "bad name"} {
+		if err := b.client.QueuePause(testCtx(t), name); !errors.Is(err, weir.ErrInvalid) {
+			t.Errorf("pause %q: %v", name, err)
+		}
+	}
+}

@@ -38,6 +38,7 @@ func Run(t *testing.T, setup Setup) {
 		{"Delete", testDelete},
 		{"QueueList", testQueueList},
 		{"MigrationsApplied", testMigrationsApplied},
+		{"QueuePauseResume", testQueuePauseResume},
 
 		// The worker runtime's statements (runtime.go).
 		{"ClaimOrderAndMax", testClaimOrderAndMax},

@@ -190,7 +190,7 @@ func (c *completer) write(ctx context.Context, batch []*finalization) error {
 			if f.prefetched {
 				c.rt.stats.released.Add(1)
 			}
-			c.rt.events.emit(&Event{Kind: f.event, Job: f.job.row, Err: f.err, Duration: f.ran})
+			c.rt.events.emit(f.event, f.job.row, f.err, f.ran)
 			continue
 		}
 		c.rt.staleWrite(f.job, string(f.params.Outcome))

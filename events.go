@@ -78,9 +78,15 @@ func (b *eventBus) subscribe(kinds []EventKind) (<-chan *Event, func()) {
 	}
 }
 
-func (b *eventBus) emit(ev *Event) {
+// emit publishes an event. It builds nothing when nobody listens, since it runs
+// for every job.
+func (b *eventBus) emit(kind EventKind, job *JobRow, err error, ran time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(b.subs) == 0 && len(b.hooks) == 0 {
+		return
+	}
+	ev := &Event{Kind: kind, Job: job, Err: err, Duration: ran}
 	for sub := range b.subs {
 		if sub.kinds != nil && !sub.kinds[ev.Kind] {
 			continue

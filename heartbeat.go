@@ -90,7 +90,7 @@ func (rt *runtime) loseLocked(j *heldJob, why string) {
 	j.lost = true
 	rt.stats.leasesLost.Add(1)
 	rt.logger.Warn("weir: lease lost", "job_id", j.row.ID, "lease_token", j.token, "reason", why)
-	rt.events.emit(&Event{Kind: EventLeaseLost, Job: j.row})
+	rt.events.emit(EventLeaseLost, j.row, nil, 0)
 	switch j.state {
 	case heldRunning:
 		j.cancel(ErrLeaseLost)

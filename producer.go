@@ -220,7 +220,7 @@ func (p *producer) run(j *heldJob) {
 		defer cancel()
 	}
 
-	rt.events.emit(&Event{Kind: EventJobStarted, Job: j.row})
+	rt.events.emit(EventJobStarted, j.row, nil, 0)
 	start := time.Now()
 	err := invoke(ctx, entry, j.row)
 	elapsed := time.Since(start)

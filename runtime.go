@@ -372,7 +372,7 @@ func (rt *runtime) staleWrite(j *heldJob, what string) {
 	rt.stats.staleWrites.Add(1)
 	rt.logger.Warn("weir: stale write ignored: the lease was lost", "job_id", j.row.ID,
 		"lease_token", j.token, "write", what)
-	rt.events.emit(&Event{Kind: EventStaleWrite, Job: j.row})
+	rt.events.emit(EventStaleWrite, j.row, nil, 0)
 }
 
 // finalization turns a handler's return into the outcome to write.

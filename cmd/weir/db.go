@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 
@@ -50,20 +51,41 @@ func (f *dbFlags) resolve(e *env, fs *flag.FlagSet) error {
 	return nil
 }
 
-// database is an open connection pool with weir's driver on it.
+// database is an open database with weir's driver on it.
 type database struct {
-	pool   *pgxpool.Pool
-	driver *weirpgx.Driver
+	driver weirdriver.Driver
+	close  func()
 }
 
-func (db *database) Close() { db.pool.Close() }
+func (db *database) Close() { db.close() }
 
 // open connects to the database and checks that it answers. Its errors never
 // contain the URL's password.
 func (f *dbFlags) open(ctx context.Context) (*database, error) {
-	cfg, err := pgxpool.ParseConfig(f.url)
+	driver, closeDB, err := openDriver(ctx, f.url, f.schema)
 	if err != nil {
-		return nil, usagef("database URL does not parse: %s", redact(parseReason(err), f.url, ""))
+		return nil, err
+	}
+	return &database{driver: driver, close: closeDB}, nil
+}
+
+// openDriver returns the driver for the database at rawURL, and the function that
+// closes what it opened. The URL picks the database: this is the one place that
+// knows which databases weir runs on.
+func openDriver(ctx context.Context, rawURL, schema string) (weirdriver.Driver, func(), error) {
+	switch {
+	// SQLite (a sqlite: URL or a path ending in .db) gets its case here.
+	default:
+		return openPostgres(ctx, rawURL, schema)
+	}
+}
+
+// openPostgres opens a pool on rawURL, puts weirpgx on it and checks that the
+// server answers.
+func openPostgres(ctx context.Context, rawURL, schema string) (weirdriver.Driver, func(), error) {
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, nil, usagef("database URL does not parse: %s", redact(parseReason(err), rawURL, ""))
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "weir"
@@ -71,20 +93,20 @@ func (f *dbFlags) open(ctx context.Context) (*database, error) {
 	password := cfg.ConnConfig.Password
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the database: %s", redact(err.Error(), f.url, password))
+		return nil, nil, fmt.Errorf("cannot open the database: %s", redact(err.Error(), rawURL, password))
 	}
-	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: f.schema})
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
 	if err != nil {
 		pool.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cannot reach the database: %s", redact(err.Error(), f.url, password))
+		return nil, nil, fmt.Errorf("cannot reach the database: %s", redact(err.Error(), rawURL, password))
 	}
-	return &database{pool: pool, driver: driver}, nil
+	return driver, pool.Close, nil
 }
 
 // parseReason says why pgx could not parse a connection string, leaving out the

@@ -402,10 +402,15 @@ func (s *jobScan) finish() (*weirtype.JobRow, error) {
 	if s.attemptedBy != nil {
 		j.AttemptedBy = *s.attemptedBy
 	}
-	if err := json.Unmarshal(s.errors, &j.Errors); err != nil {
+	// Most jobs have no errors and no tags: skip the decoder for those.
+	if string(s.errors) == "[]" {
+		j.Errors = []weirtype.AttemptError{}
+	} else if err := json.Unmarshal(s.errors, &j.Errors); err != nil {
 		return nil, fmt.Errorf("job %d: decode errors column: %w", j.ID, err)
 	}
-	if err := json.Unmarshal(s.tags, &j.Tags); err != nil {
+	if string(s.tags) == "[]" {
+		j.Tags = []string{}
+	} else if err := json.Unmarshal(s.tags, &j.Tags); err != nil {
 		return nil, fmt.Errorf("job %d: decode tags column: %w", j.ID, err)
 	}
 	if s.uniqueStates != nil {

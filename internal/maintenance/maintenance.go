@@ -136,6 +136,9 @@ type Stats struct {
 	Pruned int64
 	// Elections counts the times the service won leadership.
 	Elections int64
+	// Refused counts maintenance batches not run because the database no longer
+	// recorded this service as leader when the batch began.
+	Refused int64
 }
 
 // Service elects a maintenance leader among the clients sharing a schema and,
@@ -152,7 +155,7 @@ type Service struct {
 	// or 0 when the service does not lead. Only the elector writes it.
 	deadline atomic.Int64
 
-	rescued, scheduled, pruned, elections atomic.Int64
+	rescued, scheduled, pruned, elections, refused atomic.Int64
 
 	mu    sync.Mutex
 	state int // one of the state constants below
@@ -239,6 +242,7 @@ func (s *Service) Stats() Stats {
 		Scheduled: s.scheduled.Load(),
 		Pruned:    s.pruned.Load(),
 		Elections: s.elections.Load(),
+		Refused:   s.refused.Load(),
 	}
 }
 

@@ -431,6 +431,33 @@ func TestRescue(t *testing.T) {
 	awaitCond(t, "Stats().Rescued = 4", nil, func() bool { return s.Stats().Rescued == 4 })
 }
 
+// TestBatchesFencedByLeadership checks that a service that still believes it leads,
+// but whose term the database gave to another client, changes nothing: each batch
+// first renews the term in its own transaction and is refused.
+func TestBatchesFencedByLeadership(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := taskConfig(t, "deposed")
+	cfg.ElectInterval, cfg.LeaderTTL = time.Minute, 3*time.Minute // no renewal during the test
+	cfg.RescueInterval = 20 * time.Millisecond
+	s := start(t, b.exec, cfg)
+	awaitCond(t, "leadership", nil, s.IsLeader)
+	// Another client takes the term behind the service's back.
+	if _, err := b.pool.Exec(t.Context(), "UPDATE "+b.schema+".weir_leader SET leader_id = 'usurper', expires_at = now() + interval '1 hour'"); err != nil {
+		t.Fatal(err)
+	}
+	job := insertJobs(t, b.exec, "q", 1, 3, time.Time{})[0]
+	claim(t, b.exec, "q", 1, time.Microsecond)
+	before := s.Stats().Refused
+	awaitCond(t, "a refused batch", nil, func() bool { return s.Stats().Refused > before+1 })
+	if got := getJob(t, b.exec, job.ID); got.State != weirtype.JobStateRunning || len(got.Errors) != 0 {
+		t.Fatalf("a deposed leader rescued the job: %+v", got)
+	}
+	if id := leaderGet(t, b.exec); id != "usurper" {
+		t.Fatalf("leader %q after the deposed service's batches", id)
+	}
+}
+
 // A backlog larger than a batch clears in one run.
 func TestRescueBatches(t *testing.T) {
 	t.Parallel()

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -28,16 +29,21 @@ func (s *Service) every(t *term, interval time.Duration, now bool, task func(*te
 
 // batches runs stmt, which changes up to BatchSize rows, until it changes fewer,
 // fails or the term ends. Each statement's context ends at the term's local
-// deadline, so that no statement outlives the leadership it runs under, or
-// sooner when the term ends.
-func (s *Service) batches(t *term, what string, stmt func(ctx context.Context) (int, error)) {
+// deadline, or sooner when the term ends.
+//
+// The local deadline alone cannot keep two leaders apart: a statement cut by its
+// context may still run to commit on the server. So each statement runs in a
+// transaction that first renews the term, which locks the leader row until the
+// transaction ends: no other client can take leadership while a batch of ours is
+// in flight, and a batch whose term is already gone changes nothing.
+func (s *Service) batches(t *term, what string, stmt func(ctx context.Context, exec weirdriver.Executor) (int, error)) {
 	for {
 		deadline, ok := s.termDeadline()
 		if !ok || t.loop.Err() != nil {
 			return
 		}
 		ctx, cancel := context.WithDeadline(t.stmt, deadline)
-		n, err := stmt(ctx)
+		n, err := s.fenced(ctx, stmt)
 		cancel()
 		if err != nil {
 			// An error because the term ended is expected, not a problem.
@@ -52,10 +58,40 @@ func (s *Service) batches(t *term, what string, stmt func(ctx context.Context) (
 	}
 }
 
+// errNotLeader is returned by fenced when the term is gone in the database.
+var errNotLeader = errors.New("not the leader any more")
+
+// fenced runs stmt in a transaction that holds the leadership row.
+func (s *Service) fenced(ctx context.Context, stmt func(ctx context.Context, exec weirdriver.Executor) (int, error)) (int, error) {
+	tx, err := s.exec.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	held, err := tx.LeaderElect(ctx, &weirdriver.LeaderElectParams{
+		Name: LeaderName, LeaderID: s.cfg.ClientID, TTL: s.cfg.LeaderTTL,
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !held {
+		s.refused.Add(1)
+		return 0, errNotLeader
+	}
+	n, err := stmt(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // rescue takes back jobs whose lease expired.
 func (s *Service) rescue(t *term) {
-	s.batches(t, "rescue expired leases", func(ctx context.Context) (int, error) {
-		jobs, err := s.exec.JobRescue(ctx, &weirdriver.JobRescueParams{Limit: s.cfg.BatchSize})
+	s.batches(t, "rescue expired leases", func(ctx context.Context, exec weirdriver.Executor) (int, error) {
+		jobs, err := exec.JobRescue(ctx, &weirdriver.JobRescueParams{Limit: s.cfg.BatchSize})
 		if err != nil {
 			return 0, err
 		}
@@ -73,8 +109,8 @@ func (s *Service) rescue(t *term) {
 
 // schedule makes due scheduled and retryable jobs available.
 func (s *Service) schedule(t *term) {
-	s.batches(t, "schedule due jobs", func(ctx context.Context) (int, error) {
-		n, err := s.exec.JobSchedule(ctx, s.cfg.BatchSize)
+	s.batches(t, "schedule due jobs", func(ctx context.Context, exec weirdriver.Executor) (int, error) {
+		n, err := exec.JobSchedule(ctx, s.cfg.BatchSize)
 		s.scheduled.Add(int64(n))
 		return n, err
 	})
@@ -98,8 +134,8 @@ func (s *Service) prune(t *term) {
 	if params.CompletedBefore.IsZero() && params.CancelledBefore.IsZero() && params.DiscardedBefore.IsZero() {
 		return
 	}
-	s.batches(t, "prune final jobs", func(ctx context.Context) (int, error) {
-		n, err := s.exec.JobPrune(ctx, params)
+	s.batches(t, "prune final jobs", func(ctx context.Context, exec weirdriver.Executor) (int, error) {
+		n, err := exec.JobPrune(ctx, params)
 		s.pruned.Add(int64(n))
 		return n, err
 	})

@@ -31,15 +31,16 @@ func openClient(ctx context.Context, f *dbFlags) (*weir.Client, func(), error) {
 // (weir.ErrInvalid) is a mistake in the command line, reported as the client
 // worded it, after the command's name. A schema that is not migrated is
 // reported with the client's advice to run `weir migrate up`. Other errors lose
-// the client's "weir: " prefix, which report adds again.
-func clientErr(fs *flag.FlagSet, err error) error {
+// the client's "weir: " prefix, which report adds again, and any password the
+// database URL holds, should the driver quote it.
+func (f *dbFlags) clientErr(fs *flag.FlagSet, err error) error {
 	if msg, ok := wrapperOf(err, weir.ErrInvalid); ok {
 		return usagef("%s: %s", cmdName(fs), strings.TrimPrefix(msg, "weir: "+weir.ErrInvalid.Error()+": "))
 	}
 	if msg, ok := wrapperOf(err, weir.ErrNotMigrated); ok {
 		return errors.New(msg)
 	}
-	return errors.New(strings.TrimPrefix(err.Error(), "weir: "))
+	return errors.New(redact(strings.TrimPrefix(err.Error(), "weir: "), f.url, ""))
 }
 
 // wrapperOf finds, in err's tree, the error that wraps sentinel itself and

@@ -1,5 +1,5 @@
-// Command weir manages a weir job queue: it migrates weir's schema and, in later
-// versions, enqueues and inspects jobs.
+// Command weir manages a weir job queue: it migrates weir's schema, enqueues
+// jobs, and lets operators inspect and steer jobs and queues.
 //
 // Each subcommand lives in a file of its own and registers itself in commands.
 // Every failure prints exactly one line, "weir: <reason>", on stderr and exits
@@ -48,6 +48,9 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		migrateCommand,
+		enqueueCommand,
+		jobsCommand,
+		queuesCommand,
 		versionCommand,
 	}
 }
@@ -99,6 +102,8 @@ func report(w io.Writer, err error) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.Is(err, errAlreadyReported):
+		return exitFailure
 	}
 	fmt.Fprintf(w, "weir: %s\n", oneLine(err.Error()))
 	var u *usageError
@@ -164,6 +169,10 @@ func help(e *env, args []string) error {
 	}
 }
 
+// errAlreadyReported is returned by a command that printed its failures itself,
+// one line each, and must exit 1.
+var errAlreadyReported = errors.New("failures already reported")
+
 // usageError is a mistake in the command line.
 type usageError struct{ msg string }
 
@@ -197,6 +206,31 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string, usage func(io.Writer)) 
 	return nil
 }
 
+// parseArgs parses args, in which flags and positional arguments may mix (as in
+// "weir jobs show 12 --json"), and returns the positional ones. "--" ends the
+// flags. On -h it prints the command's help on stdout and returns flag.ErrHelp.
+func parseArgs(e *env, fs *flag.FlagSet, args []string, usage func(io.Writer)) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				usage(e.stdout)
+				return nil, err
+			}
+			return nil, usagef("%s: %v (run `%s -h`)", cmdName(fs), err, fs.Name())
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
 // cmdName is the name of fs's command for messages, which weir: already prefixes.
 func cmdName(fs *flag.FlagSet) string {
 	return strings.TrimPrefix(fs.Name(), "weir ")
@@ -211,6 +245,22 @@ func isSet(fs *flag.FlagSet, name string) bool {
 		}
 	})
 	return set
+}
+
+// splitList splits a comma-separated flag value; empty means no filter.
+func splitList(fs *flag.FlagSet, flagName, value string) ([]string, error) {
+	if !isSet(fs, flagName) {
+		return nil, nil
+	}
+	var out []string
+	for item := range strings.SplitSeq(value, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			return nil, usagef("%s: --%s %q has an empty item", cmdName(fs), flagName, value)
+		}
+		out = append(out, item)
+	}
+	return out, nil
 }
 
 // printDefaults prints fs's flags on w.

@@ -2,17 +2,23 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirmigrate"
+	"github.com/weirq/weir/weirtype"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -170,7 +176,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		r := runWeir(t, nil, args...)
 		wantOK(t, r)
-		for _, s := range []string{"Usage:", "weir <command>", "migrate", "version", "WEIR_DATABASE_URL"} {
+		for _, s := range []string{"Usage:", "weir <command>", "migrate", "enqueue", "jobs", "queues", "version", "WEIR_DATABASE_URL"} {
 			if !strings.Contains(r.stdout, s) {
 				t.Errorf("weir %s: usage does not mention %q:\n%s", args, s, r.stdout)
 			}
@@ -190,6 +196,27 @@ func TestHelp(t *testing.T) {
 		for _, s := range []string{"weir migrate up", "weir migrate down", "weir migrate status", "-database-url", "-steps", "-all", "-target-version"} {
 			if !strings.Contains(r.stdout, s) {
 				t.Errorf("weir %s: usage does not mention %q:\n%s", args, s, r.stdout)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		args     [][]string
+		mentions []string
+	}{
+		{[][]string{{"help", "enqueue"}, {"enqueue", "-h"}, {"enqueue", "--kind", "k", "--help"}},
+			[]string{"weir enqueue --kind", "-args", "-queue", "-priority", "-run-at", "-in", "-max-attempts", "-tags", "-count", "-database-url", "-schema"}},
+		{[][]string{{"help", "jobs"}, {"jobs", "-h"}, {"jobs", "list", "-h"}, {"jobs", "show", "12", "-h"}, {"jobs", "cancel", "--help"}},
+			[]string{"weir jobs list", "weir jobs show", "weir jobs retry", "weir jobs cancel", "weir jobs delete", "-state", "-after", "-limit", "-json", "-database-url"}},
+		{[][]string{{"help", "queues"}, {"queues", "-h"}, {"queues", "pause", "-h"}},
+			[]string{"weir queues list", "weir queues pause", "weir queues resume", "-json", "-database-url"}},
+	} {
+		for _, args := range tt.args {
+			r := runWeir(t, nil, args...)
+			wantOK(t, r)
+			for _, s := range tt.mentions {
+				if !strings.Contains(r.stdout, s) {
+					t.Errorf("weir %s: usage does not mention %q:\n%s", args, s, r.stdout)
+				}
 			}
 		}
 	}
@@ -293,9 +320,13 @@ func TestDatabaseURLFlagWinsOverEnv(t *testing.T) {
 	wantFailure(t, r, exitUsage, "no database URL")
 }
 
+// deadURL names a server that does not answer.
+const deadURL = "postgres://postgres@127.0.0.1:1/test?connect_timeout=2"
+
 func TestFailuresChangeNothing(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.URL()
+	dbEnv := map[string]string{envDatabaseURL: dbURL}
 	n := len(knownMigrations())
 	tests := []struct {
 		name     string
@@ -328,23 +359,113 @@ func TestFailuresChangeNothing(t *testing.T) {
 		{"status takes no steps", nil, []string{"migrate", "status", "--database-url", dbURL, "--schema", "SCHEMA", "--steps", "1"}, exitUsage, []string{"-steps"}},
 		{"version takes no arguments", nil, []string{"version", "extra"}, exitUsage, []string{`"extra"`}},
 		{"help of unknown command", nil, []string{"help", "nope"}, exitUsage, []string{`"nope"`}},
+
+		// weir enqueue.
+		{"enqueue unknown flag", dbEnv, []string{"enqueue", "--kind", "k", "--schema", "SCHEMA", "--bogus"}, exitUsage, []string{"-bogus"}},
+		{"enqueue extra argument", dbEnv, []string{"enqueue", "--kind", "k", "--schema", "SCHEMA", "now"}, exitUsage, []string{`"now"`}},
+		{"enqueue without kind", dbEnv, []string{"enqueue", "--schema", "SCHEMA"}, exitUsage, []string{"--kind is required"}},
+		{"enqueue malformed args", dbEnv, []string{"enqueue", "--kind", "k", "--args", `{"a":`, "--schema", "SCHEMA"}, exitUsage, []string{"--args is not valid JSON"}},
+		{"enqueue empty args", dbEnv, []string{"enqueue", "--kind", "k", "--args", "", "--schema", "SCHEMA"}, exitUsage, []string{"--args is not valid JSON"}},
+		{"enqueue array args", dbEnv, []string{"enqueue", "--kind", "k", "--args", "[1,2]", "--schema", "SCHEMA"}, exitUsage, []string{"JSON object", "an array"}},
+		{"enqueue null args", dbEnv, []string{"enqueue", "--kind", "k", "--args", "null", "--schema", "SCHEMA"}, exitUsage, []string{"JSON object", "null"}},
+		{"enqueue run-at and in", dbEnv, []string{"enqueue", "--kind", "k", "--in", "1h", "--run-at", "2030-01-02T15:04:05Z", "--schema", "SCHEMA"}, exitUsage, []string{"--run-at or --in"}},
+		{"enqueue negative in", dbEnv, []string{"enqueue", "--kind", "k", "--in", "-5m", "--schema", "SCHEMA"}, exitUsage, []string{"--in -5m0s is negative"}},
+		{"enqueue in not a duration", dbEnv, []string{"enqueue", "--kind", "k", "--in", "soon", "--schema", "SCHEMA"}, exitUsage, []string{"-in"}},
+		{"enqueue bad run-at", dbEnv, []string{"enqueue", "--kind", "k", "--run-at", "2030-01-02 15:04", "--schema", "SCHEMA"}, exitUsage, []string{"--run-at", "RFC 3339"}},
+		{"enqueue zero count", dbEnv, []string{"enqueue", "--kind", "k", "--count", "0", "--schema", "SCHEMA"}, exitUsage, []string{"--count 0 is out of range"}},
+		{"enqueue huge count", dbEnv, []string{"enqueue", "--kind", "k", "--count", "100001", "--schema", "SCHEMA"}, exitUsage, []string{"--count 100001 is out of range 1..100000"}},
+		{"enqueue zero priority", dbEnv, []string{"enqueue", "--kind", "k", "--priority", "0", "--schema", "SCHEMA"}, exitUsage, []string{"--priority 0"}},
+		{"enqueue client rejects priority", dbEnv, []string{"enqueue", "--kind", "k", "--priority", "5", "--schema", "SCHEMA"}, exitUsage, []string{"weir: enqueue: priority 5 is out of range 1..4\n"}},
+		{"enqueue client rejects priority of a batch", dbEnv, []string{"enqueue", "--kind", "k", "--priority", "5", "--count", "3", "--schema", "SCHEMA"}, exitUsage, []string{"weir: enqueue: priority 5 is out of range 1..4\n"}},
+		{"enqueue client rejects kind", dbEnv, []string{"enqueue", "--kind", "no spaces", "--schema", "SCHEMA"}, exitUsage, []string{`weir: enqueue: kind "no spaces" has characters`}},
+		{"enqueue client rejects queue", dbEnv, []string{"enqueue", "--kind", "k", "--queue", "-q", "--schema", "SCHEMA"}, exitUsage, []string{`queue "-q"`}},
+		{"enqueue client rejects max attempts", dbEnv, []string{"enqueue", "--kind", "k", "--max-attempts", "10001", "--schema", "SCHEMA"}, exitUsage, []string{"max attempts 10001 is out of range"}},
+		{"enqueue client rejects tag", dbEnv, []string{"enqueue", "--kind", "k", "--tags", "ok,not ok", "--schema", "SCHEMA"}, exitUsage, []string{`tag "not ok"`}},
+		{"enqueue empty tag", dbEnv, []string{"enqueue", "--kind", "k", "--tags", "a,,b", "--schema", "SCHEMA"}, exitUsage, []string{"--tags", "empty item"}},
+		{"enqueue URL does not parse", nil, []string{"enqueue", "--kind", "k", "--database-url", "postgres://%zz", "--schema", "SCHEMA"}, exitUsage, []string{"database URL does not parse"}},
+		{"enqueue URL does not answer", nil, []string{"enqueue", "--kind", "k", "--database-url", deadURL, "--schema", "SCHEMA"}, exitFailure, []string{"cannot reach the database"}},
+		{"enqueue missing URL", nil, []string{"enqueue", "--kind", "k", "--schema", "SCHEMA"}, exitUsage, []string{envDatabaseURL}},
+
+		// weir jobs.
+		{"jobs missing action", dbEnv, []string{"jobs"}, exitUsage, []string{"list, show, retry, cancel or delete"}},
+		{"jobs unknown action", dbEnv, []string{"jobs", "purge", "--schema", "SCHEMA"}, exitUsage, []string{`unknown action "purge"`}},
+		{"jobs list unknown flag", dbEnv, []string{"jobs", "list", "--schema", "SCHEMA", "--sort", "id"}, exitUsage, []string{"-sort"}},
+		{"jobs list extra argument", dbEnv, []string{"jobs", "list", "--schema", "SCHEMA", "all"}, exitUsage, []string{`"all"`}},
+		{"jobs list bad state", dbEnv, []string{"jobs", "list", "--state", "available,done", "--schema", "SCHEMA"}, exitUsage, []string{`"done" is not a job state`}},
+		{"jobs list empty state", dbEnv, []string{"jobs", "list", "--state", "", "--schema", "SCHEMA"}, exitUsage, []string{"--state"}},
+		{"jobs list bad queue", dbEnv, []string{"jobs", "list", "--queue", "a b", "--schema", "SCHEMA"}, exitUsage, []string{`queue "a b"`}},
+		{"jobs list zero limit", dbEnv, []string{"jobs", "list", "--limit", "0", "--schema", "SCHEMA"}, exitUsage, []string{"--limit 0 is out of range 1..10000"}},
+		{"jobs list huge limit", dbEnv, []string{"jobs", "list", "--limit", "10001", "--schema", "SCHEMA"}, exitUsage, []string{"--limit 10001"}},
+		{"jobs list negative after", dbEnv, []string{"jobs", "list", "--after", "-1", "--schema", "SCHEMA"}, exitUsage, []string{"--after -1"}},
+		{"jobs list URL does not answer", nil, []string{"jobs", "list", "--database-url", deadURL, "--schema", "SCHEMA"}, exitFailure, []string{"cannot reach the database"}},
+		{"jobs show unknown id", dbEnv, []string{"jobs", "show", "999999", "--schema", "SCHEMA"}, exitFailure, []string{"weir: job 999999 not found\n"}},
+		{"jobs show unknown id as JSON", dbEnv, []string{"jobs", "show", "999999", "--json", "--schema", "SCHEMA"}, exitFailure, []string{"weir: job 999999 not found\n"}},
+		{"jobs show no id", dbEnv, []string{"jobs", "show", "--schema", "SCHEMA"}, exitUsage, []string{"want one job id"}},
+		{"jobs show two ids", dbEnv, []string{"jobs", "show", "AVAILABLE", "RUNNING", "--schema", "SCHEMA"}, exitUsage, []string{"want one job id"}},
+		{"jobs show not a number", dbEnv, []string{"jobs", "show", "twelve", "--schema", "SCHEMA"}, exitUsage, []string{`job id "twelve"`}},
+		{"jobs show unknown flag", dbEnv, []string{"jobs", "show", "AVAILABLE", "--yaml", "--schema", "SCHEMA"}, exitUsage, []string{"-yaml"}},
+		{"jobs show URL does not parse", nil, []string{"jobs", "show", "AVAILABLE", "--database-url", "postgres://%zz", "--schema", "SCHEMA"}, exitUsage, []string{"database URL does not parse"}},
+		{"jobs show URL does not answer", nil, []string{"jobs", "show", "AVAILABLE", "--database-url", deadURL, "--schema", "SCHEMA"}, exitFailure, []string{"cannot reach the database"}},
+		{"jobs cancel no id", dbEnv, []string{"jobs", "cancel", "--schema", "SCHEMA"}, exitUsage, []string{"missing job id"}},
+		{"jobs cancel not a number", dbEnv, []string{"jobs", "cancel", "AVAILABLE", "x1", "--schema", "SCHEMA"}, exitUsage, []string{`job id "x1" is not a positive integer`}},
+		{"jobs cancel zero", dbEnv, []string{"jobs", "cancel", "AVAILABLE", "0", "--schema", "SCHEMA"}, exitUsage, []string{`job id "0"`}},
+		{"jobs cancel negative", dbEnv, []string{"jobs", "cancel", "AVAILABLE", "--", "-3", "--schema", "SCHEMA"}, exitUsage, []string{`job id "-3"`}},
+		{"jobs cancel unknown id", dbEnv, []string{"jobs", "cancel", "999999", "--schema", "SCHEMA"}, exitFailure, []string{"weir: job 999999: not found\n"}},
+		{"jobs cancel final", dbEnv, []string{"jobs", "cancel", "CANCELLED", "--schema", "SCHEMA"}, exitFailure, []string{"weir: job CANCELLED: already final (cancelled)\n"}},
+		{"jobs cancel unknown flag", dbEnv, []string{"jobs", "cancel", "AVAILABLE", "--force", "--schema", "SCHEMA"}, exitUsage, []string{"-force"}},
+		{"jobs cancel URL does not answer", nil, []string{"jobs", "cancel", "AVAILABLE", "--database-url", deadURL, "--schema", "SCHEMA"}, exitFailure, []string{"cannot reach the database"}},
+		{"jobs retry running", dbEnv, []string{"jobs", "retry", "RUNNING", "--schema", "SCHEMA"}, exitFailure, []string{"weir: job RUNNING: running"}},
+		{"jobs retry unique conflict", dbEnv, []string{"jobs", "retry", "UNIQUE", "--schema", "SCHEMA"}, exitFailure, []string{"weir: job UNIQUE: another job with the same unique key"}},
+		{"jobs retry unknown id", dbEnv, []string{"jobs", "retry", "999999", "--schema", "SCHEMA"}, exitFailure, []string{"weir: job 999999: not found\n"}},
+		{"jobs retry not a number", dbEnv, []string{"jobs", "retry", "CANCELLED", "1.5", "--schema", "SCHEMA"}, exitUsage, []string{`"1.5"`}},
+		{"jobs retry URL does not answer", nil, []string{"jobs", "retry", "CANCELLED", "--database-url", deadURL, "--schema", "SCHEMA"}, exitFailure, []string{"cannot reach the database"}},
+		{"jobs delete running", dbEnv, []string{"jobs", "delete", "RUNNING", "--schema", "SCHEMA"}, exitFailure, []string{"weir: job RUNNING: running: cancel it first\n"}},
+		{"jobs delete unknown id", dbEnv, []string{"jobs", "delete", "999999", "--schema", "SCHEMA"}, exitFailure, []string{"weir: job 999999: not found\n"}},
+		{"jobs delete not a number", dbEnv, []string{"jobs", "delete", "AVAILABLE", "all", "--schema", "SCHEMA"}, exitUsage, []string{`"all"`}},
+		{"jobs delete URL does not parse", nil, []string{"jobs", "delete", "AVAILABLE", "--database-url", "postgres://%zz", "--schema", "SCHEMA"}, exitUsage, []string{"database URL does not parse"}},
+		{"jobs delete URL does not answer", nil, []string{"jobs", "delete", "AVAILABLE", "--database-url", deadURL, "--schema", "SCHEMA"}, exitFailure, []string{"cannot reach the database"}},
+		{"jobs delete bad schema", dbEnv, []string{"jobs", "delete", "AVAILABLE", "--schema", "Bad-Name"}, exitUsage, []string{"Bad-Name"}},
+
+		// weir queues.
+		{"queues missing action", dbEnv, []string{"queues"}, exitUsage, []string{"list, pause or resume"}},
+		{"queues unknown action", dbEnv, []string{"queues", "drain", "default", "--schema", "SCHEMA"}, exitUsage, []string{`unknown action "drain"`}},
+		{"queues list unknown flag", dbEnv, []string{"queues", "list", "--all", "--schema", "SCHEMA"}, exitUsage, []string{"-all"}},
+		{"queues list extra argument", dbEnv, []string{"queues", "list", "default", "--schema", "SCHEMA"}, exitUsage, []string{`"default"`}},
+		{"queues list URL does not parse", nil, []string{"queues", "list", "--database-url", "postgres://%zz", "--schema", "SCHEMA"}, exitUsage, []string{"database URL does not parse"}},
+		{"queues list URL does not answer", nil, []string{"queues", "list", "--database-url", deadURL, "--schema", "SCHEMA"}, exitFailure, []string{"cannot reach the database"}},
+		{"queues pause no name", dbEnv, []string{"queues", "pause", "--schema", "SCHEMA"}, exitUsage, []string{"want one queue name"}},
+		{"queues pause two names", dbEnv, []string{"queues", "pause", "a", "b", "--schema", "SCHEMA"}, exitUsage, []string{"want one queue name"}},
+		{"queues pause bad name", dbEnv, []string{"queues", "pause", "no good", "--schema", "SCHEMA"}, exitUsage, []string{`weir: queues pause: queue "no good" has characters`}},
+		{"queues pause long name", dbEnv, []string{"queues", "pause", strings.Repeat("q", 129), "--schema", "SCHEMA"}, exitUsage, []string{"the limit is 128"}},
+		{"queues pause unknown flag", dbEnv, []string{"queues", "pause", "default", "--json", "--schema", "SCHEMA"}, exitUsage, []string{"-json"}},
+		{"queues pause URL does not answer", nil, []string{"queues", "pause", "default", "--database-url", deadURL, "--schema", "SCHEMA"}, exitFailure, []string{"cannot reach the database"}},
+		{"queues resume bad name", dbEnv, []string{"queues", "resume", "_x", "--schema", "SCHEMA"}, exitUsage, []string{`queue "_x"`}},
+		{"queues resume URL does not parse", nil, []string{"queues", "resume", "held", "--database-url", "postgres://%zz", "--schema", "SCHEMA"}, exitUsage, []string{"database URL does not parse"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			schema := dbtest.Schema(t)
-			migrateUp(t, schema)
-			before := snapshot(t, schema)
-			args := make([]string, len(tt.args))
-			for i, a := range tt.args {
-				args[i] = strings.ReplaceAll(a, "SCHEMA", schema)
-			}
-			wantFailure(t, runWeir(t, tt.env, args...), tt.code, tt.contains...)
-			if after := snapshot(t, schema); after != before {
-				t.Fatalf("the schema changed:\nbefore %s\nafter  %s", before, after)
+			f := newFixture(t)
+			before := dbState(t, f.schema)
+			r := runWeir(t, tt.env, f.replace(tt.args)...)
+			wantFailure(t, r, tt.code, f.replace(tt.contains)...)
+			if after := dbState(t, f.schema); after != before {
+				t.Fatalf("the database changed:\nbefore %s\nafter  %s", before, after)
 			}
 		})
 	}
+}
+
+// replace puts the fixture's schema and job ids in for SCHEMA, AVAILABLE,
+// RUNNING, CANCELLED and UNIQUE.
+func (f *fixture) replace(args []string) []string {
+	r := strings.NewReplacer("SCHEMA", f.schema, "AVAILABLE", fmt.Sprint(f.available), "RUNNING", fmt.Sprint(f.running),
+		"CANCELLED", fmt.Sprint(f.cancelled), "UNIQUE", fmt.Sprint(f.uniqueCancelled))
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = r.Replace(a)
+	}
+	return out
 }
 
 func TestPasswordNeverPrinted(t *testing.T) {
@@ -362,14 +483,20 @@ func TestPasswordNeverPrinted(t *testing.T) {
 		// The server refuses the user.
 		withUser(t, dbtest.URL(), url.UserPassword("nosuchuser", secret)),
 	} {
-		r := runWeir(t, map[string]string{envDatabaseURL: dbURL}, "migrate", "status")
-		if r.code == 0 {
-			// The server may trust the user; then there is nothing to check.
-			continue
-		}
-		wantFailure(t, r, r.code)
-		if strings.Contains(r.stderr, secret) {
-			t.Errorf("URL %q: stderr shows the password: %q", dbURL, r.stderr)
+		for _, args := range [][]string{
+			{"migrate", "status"}, {"enqueue", "--kind", "k"}, {"jobs", "list"}, {"jobs", "cancel", "1", "2"}, {"queues", "pause", "q"},
+		} {
+			// A schema of its own, in case the server lets the user in.
+			schema := dbtest.Schema(t)
+			r := runWeir(t, map[string]string{envDatabaseURL: dbURL}, append(args, "--schema", schema)...)
+			if r.code == 0 {
+				// The server may trust the user; then there is nothing to check.
+				continue
+			}
+			wantFailure(t, r, r.code)
+			if strings.Contains(r.stderr, secret) {
+				t.Errorf("URL %q: weir %s: stderr shows the password: %q", dbURL, args, r.stderr)
+			}
 		}
 	}
 }
@@ -410,4 +537,187 @@ func TestOneLine(t *testing.T) {
 	if got, want := oneLine(in), "failed to connect to `user=u database=d`: a: refused b: refused"; got != want {
 		t.Fatalf("oneLine = %q, want %q", got, want)
 	}
+}
+
+// fixture is a migrated schema holding a job in each situation the operator
+// commands meet, and a paused queue.
+type fixture struct {
+	schema string
+	env    map[string]string // WEIR_DATABASE_URL
+	client *weir.Client
+	driver *weirpgx.Driver
+
+	available int64 // queue "default", kind "fix.available"
+	scheduled int64 // queue "later", due in a day
+	running   int64 // queue "busy", leased for an hour
+	failed    int64 // retryable after one failed attempt with an error and a trace
+	cancelled int64
+	// uniqueCancelled is a cancelled unique job whose key a live job now holds,
+	// so that retrying it conflicts.
+	uniqueCancelled int64
+}
+
+// newFixture migrates a fresh schema and fills it.
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := t.Context()
+	f := &fixture{schema: dbtest.Schema(t), env: map[string]string{envDatabaseURL: dbtest.URL()}}
+	migrateUp(t, f.schema)
+	var err error
+	if f.driver, err = weirpgx.New(dbtest.Pool(t, nil), &weirpgx.Config{Schema: f.schema}); err != nil {
+		t.Fatal(err)
+	}
+	if f.client, err = weir.NewClient(f.driver, &weir.Config{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(kind, args string, opts *weir.InsertOpts) int64 {
+		t.Helper()
+		res, err := f.client.Insert(ctx, weir.RawArgs{KindName: kind, JSON: json.RawMessage(args)}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Job.ID
+	}
+	claim := func(queue string) *weir.JobRow {
+		t.Helper()
+		jobs, err := f.driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
+			Queue: queue, Max: 1, ClientID: "fixture", LeaseDuration: time.Hour,
+		})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claim from %s: %v, %d jobs", queue, err, len(jobs))
+		}
+		return jobs[0]
+	}
+	cancel := func(id int64) {
+		t.Helper()
+		if _, err := f.client.JobCancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	f.available = insert("fix.available", `{"n":1}`, nil)
+	f.scheduled = insert("fix.scheduled", `{}`, &weir.InsertOpts{Queue: "later", ScheduledAt: time.Now().Add(24 * time.Hour)})
+	f.running = insert("fix.running", `{}`, &weir.InsertOpts{Queue: "busy"})
+	claim("busy")
+	f.failed = insert("fix.failed", `{}`, &weir.InsertOpts{Queue: "flaky", Tags: []string{"t1", "t2"}})
+	job := claim("flaky")
+	applied, err := f.driver.Executor().JobFinalize(ctx, []*weirdriver.JobFinalizeParams{{
+		ID: job.ID, LeaseToken: job.LeaseToken, Outcome: weirdriver.OutcomeRetry,
+		ScheduledAt: time.Now().Add(24 * time.Hour),
+		Error:       &weirtype.AttemptError{Error: "boom\nsecond line", Trace: "main.work()\n\twork.go:12"},
+	}})
+	if err != nil || !applied[0] {
+		t.Fatalf("fail job %d: %v %v", job.ID, err, applied)
+	}
+	f.cancelled = insert("fix.cancelled", `{}`, nil)
+	cancel(f.cancelled)
+	unique := &weir.InsertOpts{Unique: weir.UniqueOpts{ByArgs: true}}
+	f.uniqueCancelled = insert("fix.unique", `{"u":1}`, unique)
+	cancel(f.uniqueCancelled)
+	insert("fix.unique", `{"u":1}`, unique)
+	if err := f.client.QueuePause(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// weir runs weir in-process on the fixture's schema.
+func (f *fixture) weir(t *testing.T, args ...string) result {
+	t.Helper()
+	return runWeir(t, f.env, append(args, "--schema", f.schema)...)
+}
+
+// shownJob is a job as `weir jobs show --json` prints it.
+type shownJob struct {
+	ID                int64             `json:"id"`
+	State             string            `json:"state"`
+	Queue             string            `json:"queue"`
+	Kind              string            `json:"kind"`
+	Args              json.RawMessage   `json:"args"`
+	Priority          int               `json:"priority"`
+	Attempt           int               `json:"attempt"`
+	MaxAttempts       int               `json:"max_attempts"`
+	ScheduledAt       time.Time         `json:"scheduled_at"`
+	CreatedAt         time.Time         `json:"created_at"`
+	AttemptedAt       *time.Time        `json:"attempted_at"`
+	AttemptedBy       *string           `json:"attempted_by"`
+	FinalizedAt       *time.Time        `json:"finalized_at"`
+	LeaseToken        int64             `json:"lease_token"`
+	LeaseExpiresAt    *time.Time        `json:"lease_expires_at"`
+	CancelRequestedAt *time.Time        `json:"cancel_requested_at"`
+	ReleaseCount      int               `json:"release_count"`
+	Tags              []string          `json:"tags"`
+	Metadata          json.RawMessage   `json:"metadata"`
+	UniqueKey         *string           `json:"unique_key"`
+	UniqueStates      []string          `json:"unique_states"`
+	Errors            []json.RawMessage `json:"errors"`
+}
+
+// decodeJSON decodes out, which must hold exactly one JSON value, into v.
+func decodeJSON(t *testing.T, out string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("decoding %q: %v", out, err)
+	}
+	if dec.More() {
+		t.Fatalf("more than one JSON value in %q", out)
+	}
+}
+
+// showJob returns the job as weir jobs show --json prints it.
+func showJob(t *testing.T, run func(t *testing.T, args ...string) result, id int64) shownJob {
+	t.Helper()
+	r := run(t, "jobs", "show", fmt.Sprint(id), "--json")
+	wantOK(t, r)
+	var job shownJob
+	decodeJSON(t, r.stdout, &job)
+	return job
+}
+
+// dbState describes everything weir keeps in schema, so that two states differ
+// when anything changed: the migrations, every job row and every queue row.
+func dbState(t *testing.T, schema string) string {
+	t.Helper()
+	s := snapshot(t, schema)
+	if !strings.Contains(s, "weir_job=true") {
+		return s
+	}
+	pool := dbtest.Pool(t, nil)
+	for _, table := range []string{"weir_job", "weir_queue"} {
+		var exists bool
+		if err := pool.QueryRow(t.Context(), "SELECT to_regclass($1) IS NOT NULL",
+			pgx.Identifier{schema, table}.Sanitize()).Scan(&exists); err != nil {
+			t.Fatal(err)
+		}
+		if !exists {
+			continue
+		}
+		rows, err := pool.Query(t.Context(), "SELECT to_jsonb(t)::text FROM "+
+			pgx.Identifier{schema, table}.Sanitize()+" AS t ORDER BY 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s += "\n" + table + ":\n" + strings.Join(all, "\n")
+	}
+	return s
+}
+
+// ids parses weir enqueue's output.
+func ids(t *testing.T, out string) []int64 {
+	t.Helper()
+	var ids []int64
+	for line := range strings.SplitSeq(strings.TrimSuffix(out, "\n"), "\n") {
+		id, err := strconv.ParseInt(line, 10, 64)
+		if err != nil {
+			t.Fatalf("enqueue printed %q, not one id a line", out)
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }

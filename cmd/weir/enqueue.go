@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/weirq/weir"
+)
+
+var enqueueCommand = &command{
+	name:    "enqueue",
+	summary: "insert jobs",
+	usage:   enqueueUsage,
+	run:     runEnqueue,
+}
+
+// maxEnqueueCount is the most copies one enqueue inserts: one transaction, and
+// a bound on what a typo can do.
+const maxEnqueueCount = 100_000
+
+func enqueueUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage:
+
+    weir enqueue --kind KIND [--args JSON] [--queue NAME] [--priority N]
+                 [--run-at TIME | --in DURATION] [--max-attempts N]
+                 [--tags TAG,...] [--count N] [--database-url URL] [--schema NAME]
+
+enqueue inserts a job, or --count copies of it in one transaction, and prints
+the new jobs' ids, one per line. Options left out take the client's defaults:
+queue "default", priority 2, max attempts 25, due now.
+
+Flags:
+
+`)
+	fs, _ := enqueueFlags()
+	printDefaults(w, fs)
+}
+
+// enqueueOpts are the flags of weir enqueue.
+type enqueueOpts struct {
+	db          dbFlags
+	kind        string
+	args        string
+	queue       string
+	priority    int
+	runAt       string
+	in          time.Duration
+	maxAttempts int
+	tags        string
+	count       int
+}
+
+func enqueueFlags() (*flag.FlagSet, *enqueueOpts) {
+	o := &enqueueOpts{}
+	fs := newFlagSet("weir enqueue")
+	o.db.register(fs)
+	fs.StringVar(&o.kind, "kind", "", "the job's `KIND` (required)")
+	fs.StringVar(&o.args, "args", "{}", "the job's arguments, a `JSON` object")
+	fs.StringVar(&o.queue, "queue", "", "the `NAME` of the queue that runs the job (default \""+weir.DefaultQueue+"\")")
+	fs.IntVar(&o.priority, "priority", 0, "priority `N`, from 1 (first) to 4 (last) (default 2)")
+	fs.StringVar(&o.runAt, "run-at", "", "when the job becomes due, an RFC 3339 `TIME` such as 2030-01-02T15:04:05Z")
+	fs.DurationVar(&o.in, "in", 0, "make the job due after `DURATION`, such as 90s or 2h")
+	fs.IntVar(&o.maxAttempts, "max-attempts", 0, "give the job `N` attempts before it is discarded (default 25)")
+	fs.StringVar(&o.tags, "tags", "", "comma-separated `TAGS` for operators")
+	fs.IntVar(&o.count, "count", 1, "insert `N` copies of the job, at most 100000")
+	return fs, o
+}
+
+func runEnqueue(ctx context.Context, e *env, args []string) error {
+	fs, o := enqueueFlags()
+	if err := parseFlags(e, fs, args, enqueueUsage); err != nil {
+		return err
+	}
+	if err := o.db.resolve(e, fs); err != nil {
+		return err
+	}
+	jobArgs, opts, err := o.job(fs, time.Now())
+	if err != nil {
+		return err
+	}
+
+	client, closeDB, err := openClient(ctx, &o.db)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	var results []*weir.InsertResult
+	if o.count == 1 {
+		res, err := client.Insert(ctx, jobArgs, opts)
+		if err != nil {
+			return o.db.clientErr(fs, err)
+		}
+		results = append(results, res)
+	} else {
+		params := make([]weir.InsertManyParams, o.count)
+		for i := range params {
+			params[i] = weir.InsertManyParams{Args: jobArgs, InsertOpts: opts}
+		}
+		if results, err = client.InsertMany(ctx, params); err != nil {
+			return o.db.clientErr(fs, err)
+		}
+	}
+	var out bytes.Buffer
+	for _, r := range results {
+		fmt.Fprintln(&out, r.Job.ID)
+	}
+	_, err = e.stdout.Write(out.Bytes())
+	return err
+}
+
+// job checks the flags that the client cannot check (or would read otherwise)
+// and returns the job to insert. now places --in.
+func (o *enqueueOpts) job(fs *flag.FlagSet, now time.Time) (weir.RawArgs, *weir.InsertOpts, error) {
+	name := cmdName(fs)
+	if o.kind == "" {
+		return weir.RawArgs{}, nil, usagef("%s: --kind is required", name)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, []byte(o.args)); err != nil {
+		return weir.RawArgs{}, nil, usagef("%s: --args is not valid JSON: %v", name, err)
+	}
+	if compact.Len() == 0 || compact.Bytes()[0] != '{' {
+		return weir.RawArgs{}, nil, usagef("%s: --args must be a JSON object, got %s", name, jsonKind(compact.Bytes()))
+	}
+	if isSet(fs, "priority") && o.priority == 0 {
+		return weir.RawArgs{}, nil, usagef("%s: --priority 0 is out of range 1..4", name)
+	}
+	if isSet(fs, "max-attempts") && o.maxAttempts == 0 {
+		return weir.RawArgs{}, nil, usagef("%s: --max-attempts 0 is out of range 1..%d", name, weir.MaxMaxAttempts)
+	}
+	if o.count < 1 || o.count > maxEnqueueCount {
+		return weir.RawArgs{}, nil, usagef("%s: --count %d is out of range 1..%d", name, o.count, maxEnqueueCount)
+	}
+	opts := &weir.InsertOpts{Queue: o.queue, Priority: o.priority, MaxAttempts: o.maxAttempts}
+	switch {
+	case isSet(fs, "run-at") && isSet(fs, "in"):
+		return weir.RawArgs{}, nil, usagef("%s: give --run-at or --in, not both", name)
+	case isSet(fs, "run-at"):
+		at, err := time.Parse(time.RFC3339, o.runAt)
+		if err != nil {
+			return weir.RawArgs{}, nil, usagef("%s: --run-at %q is not an RFC 3339 time such as 2030-01-02T15:04:05Z", name, o.runAt)
+		}
+		opts.ScheduledAt = at
+	case isSet(fs, "in"):
+		if o.in < 0 {
+			return weir.RawArgs{}, nil, usagef("%s: --in %s is negative", name, o.in)
+		}
+		opts.ScheduledAt = now.Add(o.in)
+	}
+	if o.tags != "" {
+		tags, err := splitList(fs, "tags", o.tags)
+		if err != nil {
+			return weir.RawArgs{}, nil, err
+		}
+		opts.Tags = tags
+	}
+	return weir.RawArgs{KindName: o.kind, JSON: compact.Bytes()}, opts, nil
+}
+
+// jsonKind names the type of a valid JSON value for messages.
+func jsonKind(v []byte) string {
+	switch {
+	case len(v) == 0:
+		return "nothing"
+	case v[0] == '[':
+		return "an array"
+	case v[0] == '"':
+		return "a string"
+	case v[0] == 't', v[0] == 'f':
+		return "a boolean"
+	case v[0] == 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}

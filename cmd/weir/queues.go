@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirtype"
+)
+
+var queuesCommand = &command{
+	name:    "queues",
+	summary: "list queues with their jobs by state; pause or resume a queue",
+	usage:   queuesUsage,
+	run:     runQueues,
+}
+
+const queuesSynopsis = `Usage:
+
+    weir queues list   [--json]
+    weir queues pause  NAME
+    weir queues resume NAME
+
+Each action also takes --database-url URL and --schema NAME.
+
+list prints every queue that has jobs or is paused, with its jobs counted by
+state, as a table or, with --json, as a JSON array.
+pause stops every client from starting jobs of the queue until it is resumed;
+running jobs finish. Pausing a paused queue changes nothing.
+resume lets clients start the queue's jobs again. Resuming a queue that is not
+paused changes nothing.
+`
+
+func queuesUsage(w io.Writer) {
+	fmt.Fprint(w, queuesSynopsis)
+	for _, action := range []string{"list", "pause"} {
+		fs, _ := queuesFlags(action)
+		name := fs.Name()
+		if action == "pause" {
+			// pause and resume take the same flags.
+			name = "weir queues pause and resume"
+		}
+		fmt.Fprintf(w, "\nFlags of %s:\n\n", name)
+		printDefaults(w, fs)
+	}
+}
+
+// queuesOpts are the flags of weir queues' actions.
+type queuesOpts struct {
+	db   dbFlags
+	json bool
+}
+
+func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
+	o := &queuesOpts{}
+	fs := newFlagSet("weir queues " + action)
+	o.db.register(fs)
+	if action == "list" {
+		fs.BoolVar(&o.json, "json", false, "print a JSON array of queues")
+	}
+	return fs, o
+}
+
+func runQueues(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return usagef("queues: missing action: list, pause or resume (run `weir queues -h`)")
+	}
+	action := args[0]
+	switch action {
+	case "-h", "-help", "--help":
+		queuesUsage(e.stdout)
+		return flag.ErrHelp
+	case "list", "pause", "resume":
+	default:
+		return usagef("queues: unknown action %q: want list, pause or resume (run `weir queues -h`)", action)
+	}
+	fs, o := queuesFlags(action)
+	positional, err := parseArgs(e, fs, args[1:], queuesUsage)
+	if err != nil {
+		return err
+	}
+	if err := o.db.resolve(e, fs); err != nil {
+		return err
+	}
+	var name string
+	switch {
+	case action == "list" && len(positional) > 0:
+		return usagef("%s: unexpected argument %q (run `%s -h`)", cmdName(fs), positional[0], fs.Name())
+	case action != "list" && len(positional) != 1:
+		return usagef("%s: want one queue name, got %d arguments (run `%s -h`)", cmdName(fs), len(positional), fs.Name())
+	case action != "list":
+		name = positional[0]
+	}
+
+	client, closeDB, err := openClient(ctx, &o.db)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	switch action {
+	case "list":
+		return queuesList(ctx, e, fs, o, client)
+	case "pause":
+		if err := client.QueuePause(ctx, name); err != nil {
+			return o.db.clientErr(fs, err)
+		}
+		_, err = fmt.Fprintf(e.stdout, "queue %s paused\n", name)
+	case "resume":
+		if err := client.QueueResume(ctx, name); err != nil {
+			return o.db.clientErr(fs, err)
+		}
+		_, err = fmt.Fprintf(e.stdout, "queue %s resumed\n", name)
+	}
+	return err
+}
+
+// queueJSON is a queue as weir prints it for scripts. Counts holds every state.
+type queueJSON struct {
+	Name   string                  `json:"name"`
+	Paused bool                    `json:"paused"`
+	Counts map[weir.JobState]int64 `json:"counts"`
+}
+
+func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, client *weir.Client) error {
+	queues, err := client.QueueList(ctx)
+	if err != nil {
+		return o.db.clientErr(fs, err)
+	}
+	states := weirtype.JobStates()
+	if o.json {
+		out := make([]queueJSON, len(queues))
+		for i, q := range queues {
+			out[i] = queueJSON{Name: q.Name, Paused: q.Paused, Counts: map[weir.JobState]int64{}}
+			for _, s := range states {
+				out[i].Counts[s] = q.Counts[s]
+			}
+		}
+		return writeJSON(e.stdout, out)
+	}
+	if len(queues) == 0 {
+		_, err := fmt.Fprintln(e.stdout, "no queues")
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprint(tw, "NAME\tPAUSED")
+	for _, s := range states {
+		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(s)))
+	}
+	fmt.Fprintln(tw)
+	for _, q := range queues {
+		paused := "no"
+		if q.Paused {
+			paused = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s", q.Name, paused)
+		for _, s := range states {
+			fmt.Fprintf(tw, "\t%d", q.Counts[s])
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weirq/weir/internal/dbtest"
+)
+
+// listedQueue is a queue as `weir queues list --json` prints it.
+type listedQueue struct {
+	Name   string           `json:"name"`
+	Paused bool             `json:"paused"`
+	Counts map[string]int64 `json:"counts"`
+}
+
+func TestQueues(t *testing.T) {
+	t.Parallel()
+	_, weir := migrated(t)
+
+	r := weir(t, "queues", "list")
+	wantOK(t, r)
+	if r.stdout != "no queues\n" {
+		t.Fatalf("list of no queues printed %q", r.stdout)
+	}
+	r = weir(t, "queues", "list", "--json")
+	wantOK(t, r)
+	if r.stdout != "[]\n" {
+		t.Fatalf("JSON list of no queues printed %q", r.stdout)
+	}
+
+	wantOK(t, weir(t, "enqueue", "--kind", "k", "--queue", "mail", "--count", "2"))
+	r = weir(t, "enqueue", "--kind", "k", "--queue", "mail", "--in", "1h")
+	wantOK(t, r)
+	wantOK(t, weir(t, "jobs", "cancel", strings.TrimSpace(r.stdout)))
+	wantOK(t, weir(t, "enqueue", "--kind", "k"))
+
+	r = weir(t, "queues", "pause", "mail")
+	wantOK(t, r)
+	if r.stdout != "queue mail paused\n" {
+		t.Fatalf("pause printed %q", r.stdout)
+	}
+	// Pausing twice is fine, and a queue without jobs can be paused ahead.
+	wantOK(t, weir(t, "queues", "pause", "mail"))
+	wantOK(t, weir(t, "queues", "pause", "empty"))
+
+	r = weir(t, "queues", "list")
+	wantOK(t, r)
+	header, rows := tableRows(t, r.stdout)
+	if header != "NAME PAUSED SCHEDULED AVAILABLE RUNNING RETRYABLE COMPLETED CANCELLED DISCARDED" {
+		t.Fatalf("header %q", header)
+	}
+	want := [][]string{
+		{"default", "no", "0", "1", "0", "0", "0", "0", "0"},
+		{"empty", "yes", "0", "0", "0", "0", "0", "0", "0"},
+		{"mail", "yes", "0", "2", "0", "0", "0", "1", "0"},
+	}
+	if !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Fatalf("list:\n%s\nwant rows %q", r.stdout, want)
+	}
+
+	r = weir(t, "queues", "list", "--json")
+	wantOK(t, r)
+	var queues []listedQueue
+	decodeJSON(t, r.stdout, &queues)
+	if len(queues) != 3 || queues[2].Name != "mail" || !queues[2].Paused || queues[0].Paused {
+		t.Fatalf("list --json: %+v", queues)
+	}
+	for _, q := range queues {
+		if len(q.Counts) != 7 {
+			t.Errorf("queue %s counts %d states, want all 7: %v", q.Name, len(q.Counts), q.Counts)
+		}
+	}
+	if c := queues[2].Counts; c["available"] != 2 || c["cancelled"] != 1 || c["scheduled"] != 0 {
+		t.Errorf("mail counts %v", c)
+	}
+
+	r = weir(t, "queues", "resume", "mail")
+	wantOK(t, r)
+	if r.stdout != "queue mail resumed\n" {
+		t.Fatalf("resume printed %q", r.stdout)
+	}
+	// Resuming a queue that is not paused changes nothing and succeeds.
+	wantOK(t, weir(t, "queues", "resume", "default"))
+	r = weir(t, "queues", "list", "--json")
+	wantOK(t, r)
+	queues = nil
+	decodeJSON(t, r.stdout, &queues)
+	for _, q := range queues {
+		if q.Paused != (q.Name == "empty") {
+			t.Errorf("after resume, queue %s paused=%v", q.Name, q.Paused)
+		}
+	}
+}
+
+func TestNotMigrated(t *testing.T) {
+	t.Parallel()
+	commands := [][]string{
+		{"enqueue", "--kind", "k"},
+		{"enqueue", "--kind", "k", "--count", "100"},
+		{"jobs", "list"},
+		{"jobs", "list", "--json"},
+		{"jobs", "show", "1"},
+		{"jobs", "retry", "1", "2"},
+		{"jobs", "cancel", "1", "2"},
+		{"jobs", "delete", "1", "2"},
+		{"queues", "list"},
+		{"queues", "pause", "default"},
+		{"queues", "resume", "default"},
+	}
+	for _, args := range commands {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{envDatabaseURL: dbtest.URL()}
+
+			// An empty schema.
+			schema := dbtest.Schema(t)
+			before := dbState(t, schema)
+			r := runWeir(t, env, append(args, "--schema", schema)...)
+			wantFailure(t, r, exitFailure, "weir: schema is not migrated: ", schema, "001_create_job", "run `weir migrate up`")
+			if after := dbState(t, schema); after != before {
+				t.Fatalf("the database changed:\nbefore %s\nafter  %s", before, after)
+			}
+
+			// A schema that does not exist: weir does not create it.
+			missing := "nx_" + schema
+			r = runWeir(t, env, append(args, "--schema", missing)...)
+			wantFailure(t, r, exitFailure, "run `weir migrate up`")
+			if s := snapshot(t, missing); !strings.HasPrefix(s, "schema=false") {
+				t.Fatalf("schema %s after the failure: %s", missing, s)
+			}
+		})
+	}
+
+	// A schema migrated part way names what it lacks.
+	t.Run("partly", func(t *testing.T) {
+		t.Parallel()
+		schema := dbtest.Schema(t)
+		env := map[string]string{envDatabaseURL: dbtest.URL()}
+		wantOK(t, runWeir(t, env, "migrate", "up", "--target-version", "2", "--schema", schema))
+		before := dbState(t, schema)
+		// The queue commands need migration 3, which made the queue table.
+		for _, args := range [][]string{{"queues", "pause", "default"}, {"queues", "list"}} {
+			r := runWeir(t, env, append(args, "--schema", schema)...)
+			wantFailure(t, r, exitFailure, "lacks migration 003_create_queue", "run `weir migrate up`")
+		}
+		if after := dbState(t, schema); after != before {
+			t.Fatalf("the database changed:\nbefore %s\nafter  %s", before, after)
+		}
+		var n int
+		if err := dbtest.Pool(t, nil).QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "weir_job"}.Sanitize()).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("jobs in the schema: %d, %v", n, err)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -324,7 +325,7 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Executor, params []
 		ip, err := c.insertParams(p.Args, p.InsertOpts, now)
 		if err != nil {
 			if len(params) > 1 {
-				return nil, fmt.Errorf("job %d of %d: %w", i+1, len(params), err)
+				return nil, invalidf("job %d of %d: %s", i+1, len(params), strings.TrimPrefix(err.Error(), invalidPrefix))
 			}
 			return nil, err
 		}
@@ -429,7 +430,10 @@ func (c *Client) withSchemaCheck(ctx context.Context, fn func() error) error {
 	if err == nil || !errors.Is(err, weirdriver.ErrSchemaMissing) {
 		return err
 	}
-	if checkErr := weirmigrate.New(c.driver).Check(context.WithoutCancel(ctx)); checkErr != nil {
+	if checkErr := weirmigrate.New(c.driver).Check(ctx); checkErr != nil {
+		if ctx.Err() != nil {
+			return err // cancelled: the first error is the one to report
+		}
 		return checkErr
 	}
 	return err

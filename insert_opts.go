@@ -116,6 +116,9 @@ func truncate(s string) string {
 	return s
 }
 
+// invalidPrefix starts every message of an ErrInvalid error.
+const invalidPrefix = "weir: invalid: "
+
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("weir: %w: "+format, append([]any{ErrInvalid}, args...)...)
 }

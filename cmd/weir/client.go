@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"regexp"
 	"strings"
 
 	"github.com/weirq/weir"
@@ -27,6 +28,9 @@ func openClient(ctx context.Context, f *dbFlags) (*weir.Client, func(), error) {
 	return client, db.Close, nil
 }
 
+// batchPosition is how the client names a job's place in a batch.
+var batchPosition = regexp.MustCompile(`^job \d+ of \d+: `)
+
 // clientErr turns an error of the client into the one weir prints. Bad input
 // (weir.ErrInvalid) is a mistake in the command line, reported as the client
 // worded it, after the command's name. A schema that is not migrated is
@@ -35,7 +39,11 @@ func openClient(ctx context.Context, f *dbFlags) (*weir.Client, func(), error) {
 // database URL holds, should the driver quote it.
 func (f *dbFlags) clientErr(fs *flag.FlagSet, err error) error {
 	if msg, ok := wrapperOf(err, weir.ErrInvalid); ok {
-		return usagef("%s: %s", cmdName(fs), strings.TrimPrefix(msg, "weir: "+weir.ErrInvalid.Error()+": "))
+		msg = strings.TrimPrefix(msg, "weir: "+weir.ErrInvalid.Error()+": ")
+		// enqueue --count inserts identical copies: the failing copy's position
+		// ("job 1 of 5: ") says nothing the command line does not.
+		msg = batchPosition.ReplaceAllString(msg, "")
+		return usagef("%s: %s", cmdName(fs), msg)
 	}
 	if msg, ok := wrapperOf(err, weir.ErrNotMigrated); ok {
 		return errors.New(msg)

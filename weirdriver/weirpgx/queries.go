@@ -94,7 +94,7 @@ WITH updated AS (
 	UPDATE {job} SET
 		state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
 		finalized_at = CASE WHEN state = 'running' THEN NULL ELSE now() END,
-		cancel_requested_at = coalesce(cancel_requested_at, now())
+		cancel_requested_at = CASE WHEN state = 'running' THEN coalesce(cancel_requested_at, now()) END
 	WHERE id = $1 AND state NOT IN ('completed', 'cancelled', 'discarded')
 	RETURNING *
 )

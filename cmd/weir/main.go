@@ -47,6 +47,7 @@ type command struct {
 // adds its file and one line here.
 func commands() []*command {
 	return []*command{
+		demoCommand,
 		migrateCommand,
 		enqueueCommand,
 		jobsCommand,

@@ -2,7 +2,7 @@
 // enqueues jobs alone, in a transaction, in bulk and uniquely, lists them as an
 // operator would, then starts a client that works them and stops it gracefully.
 // The database comes from WEIR_DATABASE_URL (default: the local server), the
-// schema is weir_demo.
+// schema is weir_quickstart.
 package main
 
 import (
@@ -60,7 +60,7 @@ func run(ctx context.Context) error {
 	}
 	defer pool.Close()
 
-	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: "weir_demo"})
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: "weir_quickstart"})
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("migrated schema weir_demo: %v\n", applied)
+	fmt.Printf("migrated schema weir_quickstart: %v\n", applied)
 
 	client, err := weir.NewClient(driver, nil)
 	if err != nil {

@@ -401,11 +401,12 @@ func (c *Client) insertStatementAt(ctx context.Context, exec weirdriver.Executor
 	)
 	for _, i := range idx {
 		if key := all[i].UniqueKey; key != nil {
-			if first, ok := firsts[string(key)]; ok {
+			k := string(key) + "\x00" + string(all[i].CanonicalArgs)
+			if first, ok := firsts[k]; ok {
 				dups[i] = first
 				continue
 			}
-			firsts[string(key)] = i
+			firsts[k] = i
 		}
 		send = append(send, all[i])
 		from = append(from, i)

@@ -2,6 +2,7 @@ package weir
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
@@ -10,17 +11,38 @@ import (
 // heartbeat renews every lease the client holds in one statement per interval,
 // cancels handlers whose lease was lost or asked to cancel, and cancels handlers
 // whose local lease deadline passed while the database could not be reached.
+//
+// The renewal runs in a goroutine of the heartbeat's own, so that a renewal that
+// hangs (the database is unreachable, a row is locked) never delays the deadline
+// checks, which run four times per interval.
 func (rt *runtime) heartbeat(ctx context.Context) {
 	tick := time.NewTicker(rt.cfg.HeartbeatInterval)
 	defer tick.Stop()
+	check := time.NewTicker(max(rt.cfg.HeartbeatInterval/4, time.Millisecond))
+	defer check.Stop()
+	var (
+		renewing sync.WaitGroup
+		done     = make(chan struct{}, 1)
+		inFlight bool
+	)
+	defer renewing.Wait() // its context is ctx: it ends promptly after ctx does
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if !inFlight {
+				inFlight = true
+				renewing.Go(func() {
+					rt.renew(ctx)
+					done <- struct{}{}
+				})
+			}
+		case <-done:
+			inFlight = false
+		case now := <-check.C:
+			rt.expireDeadlines(now)
 		}
-		rt.renew(ctx)
-		rt.expireDeadlines(time.Now())
 	}
 }
 

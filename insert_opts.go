@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
@@ -53,7 +52,7 @@ type UniqueOpts struct {
 	ByArgs bool
 	// ByPeriod includes the period the job is scheduled in: jobs scheduled in the
 	// same ByPeriod-long window (aligned to the Unix epoch) collide. At least one
-	// second when set.
+	// second when set; counted in whole seconds.
 	ByPeriod time.Duration
 	// ByQueue includes the job's queue in the key.
 	ByQueue bool
@@ -252,15 +251,10 @@ func setUnique(p *weirdriver.JobInsertParams, u *UniqueOpts, now time.Time) erro
 		}
 	}
 
+	// The same bytes as weir_unique_prefix in SQL, so that a job enqueued from SQL
+	// and one from Go collide when they should.
 	h := sha256.New()
 	fmt.Fprintf(h, "kind=%s", p.Kind)
-	if u.ByArgs {
-		canonical, err := canonicalJSON(p.Args)
-		if err != nil {
-			return invalidf("args of kind %q: %v", p.Kind, err)
-		}
-		fmt.Fprintf(h, "\x00args=%s", canonical)
-	}
 	if u.ByQueue {
 		fmt.Fprintf(h, "\x00queue=%s", p.Queue)
 	}
@@ -269,11 +263,28 @@ func setUnique(p *weirdriver.JobInsertParams, u *UniqueOpts, now time.Time) erro
 		if !p.ScheduledAt.IsZero() {
 			at = p.ScheduledAt
 		}
-		fmt.Fprintf(h, "\x00period=%s@%s", u.ByPeriod, strconv.FormatInt(at.Truncate(u.ByPeriod).Unix(), 10))
+		secs := int64(u.ByPeriod / time.Second)
+		fmt.Fprintf(h, "\x00period=%d@%d", secs, floorDiv(at.Unix(), secs)*secs)
 	}
 	p.UniqueKey = h.Sum(nil)
+	if u.ByArgs {
+		canonical, err := canonicalJSON(p.Args)
+		if err != nil {
+			return invalidf("args of kind %q: %v", p.Kind, err)
+		}
+		p.UniqueByArgs, p.CanonicalArgs = true, canonical
+	}
 	p.UniqueStates = slices.Clone(states)
 	return nil
+}
+
+// floorDiv divides rounding toward minus infinity, as SQL's floor does.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
 }
 
 // canonicalJSON re-encodes a JSON object with its keys sorted, keeping numbers as

@@ -153,8 +153,16 @@ type JobInsertParams struct {
 	Tags        []string
 	Metadata    json.RawMessage
 	// UniqueKey, when set, must be unique among jobs whose state is in UniqueStates.
+	// When UniqueByArgs is set, UniqueKey is only the prefix computed from the kind,
+	// queue and period: the driver derives the key as SHA-256 of UniqueKey, "\x00args="
+	// and its canonical text of Args (PostgreSQL: the jsonb text, as weir_enqueue
+	// does; a driver without one may use CanonicalArgs).
 	UniqueKey    []byte
 	UniqueStates []weirtype.JobState
+	UniqueByArgs bool
+	// CanonicalArgs is Args with object keys sorted and no spaces, set with
+	// UniqueByArgs.
+	CanonicalArgs []byte
 }
 
 // JobInsertResult is an inserted job, or the existing job a unique insert collided with.

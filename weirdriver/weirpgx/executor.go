@@ -301,6 +301,7 @@ type insertRecord struct {
 	Metadata     json.RawMessage `json:"metadata,omitempty"`
 	UniqueKey    string          `json:"unique_key,omitempty"`
 	UniqueStates *uint16         `json:"unique_states,omitempty"`
+	UniqueByArgs bool            `json:"unique_by_args,omitempty"`
 }
 
 func insertInput(params []*weirdriver.JobInsertParams) ([]byte, error) {
@@ -318,6 +319,7 @@ func insertInput(params []*weirdriver.JobInsertParams) ([]byte, error) {
 		if p.UniqueKey != nil {
 			mask := weirdriver.StatesMask(p.UniqueStates)
 			rec.UniqueKey, rec.UniqueStates = hex.EncodeToString(p.UniqueKey), &mask
+			rec.UniqueByArgs = p.UniqueByArgs
 		}
 		records[i] = rec
 	}

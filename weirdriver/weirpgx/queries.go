@@ -49,6 +49,7 @@ func newQueries(schema string) *queries {
 			"{queue}", pgx.Identifier{schema, "weir_queue"}.Sanitize(),
 			"{seq}", pgx.Identifier{schema, "weir_job_id_seq"}.Sanitize(),
 			"{state_bit}", pgx.Identifier{schema, "weir_state_bit"}.Sanitize(),
+			"{args_key}", pgx.Identifier{schema, "weir_unique_args_key"}.Sanitize(),
 			"{cols}", jobColumns,
 		).Replace(s)
 	}
@@ -62,13 +63,16 @@ WITH input AS (
 	FROM jsonb_to_recordset($1::jsonb) AS x(
 		ord integer, kind text, queue text, args jsonb, priority smallint,
 		max_attempts smallint, scheduled_at timestamptz, tags text[], metadata jsonb,
-		unique_key text, unique_states smallint)
+		unique_key text, unique_states smallint, unique_by_args boolean)
 ),
 inserted AS (
 	INSERT INTO {job} (state, queue, kind, args, priority, max_attempts, scheduled_at,
 		tags, metadata, unique_key, unique_states)
 	SELECT state, queue, kind, args, priority, max_attempts, coalesce(scheduled_at, now()),
-		coalesce(tags, '{}'), coalesce(metadata, '{}'), decode(unique_key, 'hex'), unique_states
+		coalesce(tags, '{}'), coalesce(metadata, '{}'),
+		CASE WHEN unique_by_args THEN {args_key}(decode(unique_key, 'hex'), args)
+			ELSE decode(unique_key, 'hex') END,
+		unique_states
 	FROM input
 	ORDER BY ord
 	ON CONFLICT (unique_key)

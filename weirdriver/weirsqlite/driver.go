@@ -1,0 +1,367 @@
+// Package weirsqlite is weir's SQLite driver, built on modernc.org/sqlite (pure Go,
+// no cgo). It suits one process, or a few on one host, sharing a database file;
+// docs/sqlite.md says when to move to PostgreSQL and what differs from weirpgx.
+//
+// The driver opens two pools on the file: one writer connection, through which
+// every write runs in a BEGIN IMMEDIATE transaction, and a pool of read-only
+// connections. SQLite allows one writer at a time anyway; queueing writers in the
+// process instead of in SQLite's busy loop keeps waits cancellable and fair.
+package weirsqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/weirq/weir/weirdriver"
+)
+
+// DefaultBusyTimeout is how long a statement waits for another process's write
+// lock when Config.BusyTimeout is zero.
+const DefaultBusyTimeout = 10 * time.Second
+
+// Config configures a Driver. The zero value is ready to use.
+type Config struct {
+	// BusyTimeout is how long a write waits for another process that holds the
+	// file's write lock before it fails with SQLITE_BUSY. Default: 10 s.
+	BusyTimeout time.Duration
+	// MaxReadConns bounds the pool of read-only connections. Default: the number
+	// of CPUs, at least 4.
+	MaxReadConns int
+}
+
+// Driver keeps jobs in a SQLite database file. It is safe for concurrent use.
+type Driver struct {
+	path   string
+	writer *sql.DB // one connection: every write, in BEGIN IMMEDIATE transactions
+	reader *sql.DB // read-only connections
+
+	// writeTurn is held by the driver's write transaction in progress. Writers
+	// queue for it in arrival order (a channel's waiting senders are FIFO), where
+	// database/sql would hand the connection to a random waiter, so that no
+	// writer (a heartbeat, a maintenance batch) waits behind a stream of others.
+	writeTurn chan struct{}
+
+	// pubMu is held from COMMIT to the end of the publication of its
+	// notifications, so that listeners receive them in commit order.
+	pubMu  sync.Mutex
+	broker *broker
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the SQLite database at path, creating the file if it does not exist,
+// in WAL mode with synchronous=FULL (and fullfsync), foreign keys on and a busy
+// timeout. It fails,
+// naming path, when the file is not a SQLite database. Close the driver when done.
+func Open(path string, config *Config) (*Driver, error) {
+	var cfg Config
+	if config != nil {
+		cfg = *config
+	}
+	switch {
+	case path == "":
+		return nil, errors.New("weirsqlite: open: path is empty")
+	case path == ":memory:" || strings.HasPrefix(path, "file:"):
+		// An in-memory database is private to one connection, and the driver
+		// opens several; URIs could override the settings below.
+		return nil, fmt.Errorf("weirsqlite: open %q: give the path of a database file (not :memory: or a file: URI)", path)
+	case cfg.BusyTimeout < 0:
+		return nil, fmt.Errorf("weirsqlite: open %s: busy timeout %v is negative", path, cfg.BusyTimeout)
+	case cfg.MaxReadConns < 0:
+		return nil, fmt.Errorf("weirsqlite: open %s: MaxReadConns %d is negative", path, cfg.MaxReadConns)
+	}
+	if cfg.BusyTimeout == 0 {
+		cfg.BusyTimeout = DefaultBusyTimeout
+	}
+	if cfg.MaxReadConns == 0 {
+		cfg.MaxReadConns = max(4, runtime.NumCPU())
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("weirsqlite: open %s: %w", path, err)
+	}
+
+	// A file: URI with the path escaped, so that a path holding '?' or '#' is
+	// not read as the start of the parameters.
+	slashed := filepath.ToSlash(abs)
+	if !strings.HasPrefix(slashed, "/") {
+		slashed = "/" + slashed // a Windows drive letter
+	}
+	base := (&url.URL{Scheme: "file", Path: slashed}).String()
+	params := url.Values{}
+	params.Set("_busy_timeout", strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10))
+	params.Set("_foreign_keys", "1")
+	params.Set("_synchronous", "FULL")
+	// On macOS fsync does not flush the drive's cache; F_FULLFSYNC does. It is a
+	// no-op elsewhere.
+	params.Set("_pragma", "fullfsync(1)")
+	params.Set("_txlock", "immediate")
+
+	d := &Driver{path: abs, broker: newBroker(), writeTurn: make(chan struct{}, 1)}
+	d.writer, err = sql.Open("sqlite", base+"?"+params.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("weirsqlite: open %s: %w", abs, err)
+	}
+	// One connection, kept open: the in-process queue of writers.
+	d.writer.SetMaxOpenConns(1)
+	d.writer.SetMaxIdleConns(1)
+	d.writer.SetConnMaxLifetime(0)
+	d.writer.SetConnMaxIdleTime(0)
+
+	params.Set("_query_only", "1")
+	d.reader, err = sql.Open("sqlite", base+"?"+params.Encode())
+	if err != nil {
+		d.writer.Close()
+		return nil, fmt.Errorf("weirsqlite: open %s: %w", abs, err)
+	}
+	d.reader.SetMaxOpenConns(cfg.MaxReadConns)
+	d.reader.SetMaxIdleConns(cfg.MaxReadConns)
+
+	if err := d.check(cfg.BusyTimeout); err != nil {
+		d.reader.Close()
+		d.writer.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// check makes sure the file is a SQLite database before anything writes to it,
+// then switches it to WAL mode (a setting kept in the file).
+func (d *Driver) check(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
+	defer cancel()
+	var version int64
+	if err := d.writer.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&version); err != nil {
+		return fmt.Errorf("weirsqlite: open %s: not a usable SQLite database: %w", d.path, err)
+	}
+	var mode string
+	if err := d.writer.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("weirsqlite: open %s: set WAL mode: %w", d.path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("weirsqlite: open %s: journal mode is %q, want wal", d.path, mode)
+	}
+	if err := d.reader.PingContext(ctx); err != nil {
+		return fmt.Errorf("weirsqlite: open %s: read connection: %w", d.path, err)
+	}
+	return nil
+}
+
+// takeTurn waits for the driver's turn to write, in arrival order, or for ctx.
+func (d *Driver) takeTurn(ctx context.Context) error {
+	select {
+	case d.writeTurn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Driver) endTurn() { <-d.writeTurn }
+
+// Close closes the database and every listener. It is safe to call twice.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() {
+		d.broker.close()
+		d.closeErr = errors.Join(d.reader.Close(), d.writer.Close())
+		if d.closeErr != nil {
+			d.closeErr = fmt.Errorf("weirsqlite: close %s: %w", d.path, d.closeErr)
+		}
+	})
+	return d.closeErr
+}
+
+// Path is the absolute path of the database file.
+func (d *Driver) Path() string { return d.path }
+
+// DB is the driver's write connection, for the caller's own transactions that
+// insert jobs (UnwrapTx). It is one connection: keep such transactions short, since
+// every write of the driver waits for them.
+func (d *Driver) DB() *sql.DB { return d.writer }
+
+// Name implements weirdriver.Driver.
+func (d *Driver) Name() string { return "sqlite" }
+
+// Schema implements weirdriver.Driver: weir's tables live in the main database.
+func (d *Driver) Schema() string { return "main" }
+
+// Executor implements weirdriver.Driver.
+func (d *Driver) Executor() weirdriver.Executor { return &executor{d: d} }
+
+// UnwrapTx implements weirdriver.Driver. It takes a *sql.Tx opened on this
+// database, best on DB(). Inside it only inserts run (JobInsert, JobInsertBulk,
+// Begin for a savepoint); they wake no workers, which find the jobs by polling,
+// since the driver cannot see the caller's commit.
+func (d *Driver) UnwrapTx(tx any) (weirdriver.Executor, error) {
+	switch tx := tx.(type) {
+	case *sql.Tx:
+		if tx == nil {
+			return nil, errors.New("weirsqlite: transaction is nil")
+		}
+		return &executor{d: d, tx: &txn{tx: tx}}, nil
+	default:
+		return nil, fmt.Errorf("weirsqlite: transaction of type %T is not supported (use a *sql.Tx)", tx)
+	}
+}
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+var migrations = mustLoadMigrations(migrationFS)
+
+// Migrations implements weirdriver.Driver. The versions and names are weirpgx's.
+func (d *Driver) Migrations() []weirdriver.Migration {
+	return append([]weirdriver.Migration(nil), migrations...)
+}
+
+// mustLoadMigrations reads NNN_name.up.sql and NNN_name.down.sql pairs.
+func mustLoadMigrations(fsys fs.FS) []weirdriver.Migration {
+	names, err := fs.Glob(fsys, "migrations/*.up.sql")
+	if err != nil {
+		panic(err)
+	}
+	var out []weirdriver.Migration
+	for _, name := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".up.sql")
+		num, label, ok := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			panic(fmt.Sprintf("weirsqlite: migration file %q is not named NNN_name.up.sql", name))
+		}
+		up, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			panic(err)
+		}
+		down, err := fs.ReadFile(fsys, "migrations/"+base+".down.sql")
+		if err != nil {
+			panic(fmt.Sprintf("weirsqlite: migration %q has no down file", base))
+		}
+		out = append(out, weirdriver.Migration{Version: version, Name: label, Up: string(up), Down: string(down)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i, m := range out {
+		if m.Version != i+1 {
+			panic(fmt.Sprintf("weirsqlite: migration versions must run 1, 2, 3...; found %d at position %d", m.Version, i+1))
+		}
+	}
+	return out
+}
+
+const migrationTableExists = `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'weir_migration'`
+
+// Migrate implements weirdriver.Driver. All migrations of one call run in one
+// BEGIN IMMEDIATE transaction on the write connection: migrators in this process
+// queue for the connection, and those of other processes for the file's write lock.
+func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, plan func(applied []int) ([]weirdriver.Migration, error)) ([]weirdriver.Migration, error) {
+	if err := d.takeTurn(ctx); err != nil {
+		return nil, fmt.Errorf("begin migration: %w", err)
+	}
+	defer d.endTurn()
+	tx, err := d.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin migration: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+
+	var exists int
+	if err := tx.QueryRowContext(ctx, migrationTableExists).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	var applied []int
+	if exists > 0 {
+		rows, err := tx.QueryContext(ctx, "SELECT version FROM weir_migration ORDER BY version")
+		if err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read applied migrations: %w", err)
+			}
+			applied = append(applied, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+	}
+	todo, err := plan(applied)
+	if err != nil {
+		return nil, err
+	}
+	if len(todo) == 0 {
+		return nil, nil // nothing to do, and nothing created: the deferred rollback ends it
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS weir_migration (
+		version INTEGER PRIMARY KEY,
+		name TEXT NOT NULL,
+		applied_at INTEGER NOT NULL) STRICT`); err != nil {
+		return nil, fmt.Errorf("create migration table: %w", err)
+	}
+	now := time.Now().UnixMicro()
+	for _, m := range todo {
+		body, record := m.Up, "INSERT INTO weir_migration (version, name, applied_at) VALUES (?1, ?2, ?3)"
+		args := []any{m.Version, m.Name, now}
+		if direction == weirdriver.DirectionDown {
+			body, record, args = m.Down, "DELETE FROM weir_migration WHERE version = ?1", args[:1]
+		}
+		if _, err := tx.ExecContext(ctx, body); err != nil {
+			return nil, fmt.Errorf("migrate %s %03d_%s: %w", direction, m.Version, m.Name, err)
+		}
+		if _, err := tx.ExecContext(ctx, record, args...); err != nil {
+			return nil, fmt.Errorf("record migration %03d_%s: %w", m.Version, m.Name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit migration: %w", err)
+	}
+	return todo, nil
+}
+
+// MigrationsApplied implements weirdriver.Driver.
+func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMigration, error) {
+	var exists int
+	if err := d.reader.QueryRowContext(ctx, migrationTableExists).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	if exists == 0 {
+		return nil, nil
+	}
+	rows, err := d.reader.QueryContext(ctx, "SELECT version, name, applied_at FROM weir_migration ORDER BY version")
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	var applied []weirdriver.AppliedMigration
+	for rows.Next() {
+		var (
+			m  weirdriver.AppliedMigration
+			at int64
+		)
+		if err := rows.Scan(&m.Version, &m.Name, &at); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		m.AppliedAt = fromMicros(at)
+		applied = append(applied, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	return applied, nil
+}

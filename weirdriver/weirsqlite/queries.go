@@ -1,0 +1,204 @@
+package weirsqlite
+
+import "strings"
+
+// The driver's statements. Parameters are numbered (?1, ?2...); times are
+// microseconds since the Unix epoch, and "now" is always a parameter, read by
+// the call after it holds the write lock (nowMicros).
+
+// jobColumns is the select list every job query returns, in the order scanJob reads.
+const jobColumns = `id, state, queue, kind, args, priority, attempt, max_attempts,
+	scheduled_at, created_at, attempted_at, finalized_at, lease_token, lease_expires_at,
+	attempted_by, errors, tags, metadata, unique_key, unique_states,
+	release_count, cancel_requested_at`
+
+// stateBit is weirdriver.StateBit in SQL, word for word as in the predicate of
+// weir_job_unique_idx (migration 001), so that the planner can match the two.
+const stateBit = `CASE state
+        WHEN 'scheduled' THEN 1
+        WHEN 'available' THEN 2
+        WHEN 'running' THEN 4
+        WHEN 'retryable' THEN 8
+        WHEN 'completed' THEN 16
+        WHEN 'cancelled' THEN 32
+        WHEN 'discarded' THEN 64
+    END`
+
+var fill = strings.NewReplacer(
+	"{cols}", jobColumns,
+	"{state_bit}", stateBit,
+	// The outcome that applies: a requested cancel wins over what the worker says.
+	"{eff}", "(CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancel' ELSE ?3 END)",
+).Replace
+
+// jobInsertHead starts a multi-row insert; insertRows adds the VALUES rows.
+const jobInsertHead = `INSERT INTO weir_job (state, queue, kind, args, priority, max_attempts,
+	scheduled_at, created_at, tags, metadata, unique_key, unique_states) VALUES `
+
+var (
+	// The job that holds unique key ?1 in one of its unique states, through
+	// weir_job_unique_idx.
+	jobUniqueHolder = fill(`SELECT {cols} FROM weir_job
+WHERE unique_key = ?1 AND unique_key IS NOT NULL AND (unique_states & {state_bit}) <> 0`)
+
+	jobGet   = fill(`SELECT {cols} FROM weir_job WHERE id = ?1`)
+	jobState = `SELECT state FROM weir_job WHERE id = ?1`
+
+	// Cancel: a job that is not running ends at once; a running job keeps its lease
+	// and gets a cancel request that its client acts on. ?1 id, ?2 now.
+	jobCancel = fill(`UPDATE weir_job SET
+	state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+	finalized_at = CASE WHEN state = 'running' THEN NULL ELSE ?2 END,
+	cancel_requested_at = coalesce(cancel_requested_at, ?2)
+WHERE id = ?1 AND state NOT IN ('completed', 'cancelled', 'discarded')
+RETURNING {cols}`)
+
+	// Retry: a job that is not running becomes available now, with one more attempt
+	// allowed if it had used them all. ?1 id, ?2 now.
+	jobRetry = fill(`UPDATE weir_job SET
+	state = 'available',
+	scheduled_at = ?2,
+	finalized_at = NULL,
+	cancel_requested_at = NULL,
+	max_attempts = max(max_attempts, attempt + 1)
+WHERE id = ?1 AND state <> 'running'
+RETURNING {cols}`)
+
+	jobDelete = fill(`DELETE FROM weir_job WHERE id = ?1 AND state <> 'running' RETURNING {cols}`)
+
+	// Queues with jobs, by state, plus paused queues without jobs (state NULL).
+	queueList = `WITH counts AS (SELECT queue, state, count(*) AS n FROM weir_job GROUP BY queue, state),
+paused AS (SELECT name FROM weir_queue WHERE paused_at IS NOT NULL)
+SELECT queue, state, n, queue IN (SELECT name FROM paused) FROM counts
+UNION ALL
+SELECT name, NULL, 0, 1 FROM paused WHERE name NOT IN (SELECT queue FROM counts)
+ORDER BY 1, 2`
+	// ?1 name, ?2 now.
+	queuePause = `INSERT INTO weir_queue (name, paused_at, updated_at) VALUES (?1, ?2, ?2)
+ON CONFLICT (name) DO UPDATE SET
+	paused_at = coalesce(weir_queue.paused_at, excluded.paused_at),
+	updated_at = excluded.updated_at`
+	queueResume = `UPDATE weir_queue SET paused_at = NULL, updated_at = ?2
+WHERE name = ?1 AND paused_at IS NOT NULL`
+)
+
+// The worker runtime's statements; docs/sqlite.md and docs/store-runtime.md
+// describe them. Each runs in one BEGIN IMMEDIATE transaction, which holds the
+// file's only write lock: what PostgreSQL gets from row locks and SKIP LOCKED,
+// SQLite gets from running one writer at a time.
+var (
+	// Claim: the subquery walks weir_job_available_idx in claim order from
+	// queue = ?1 and stops at ?2 rows; the update leases what it found. The unary
+	// + keeps scheduled_at out of the index search: given ANALYZE statistics,
+	// SQLite would otherwise skip-scan every queue's due jobs by scheduled_at and
+	// sort them. Available jobs are nearly always due, so the filter costs little.
+	// ?1 queue, ?2 max, ?3 now, ?4 lease µs, ?5 client id.
+	jobClaim = fill(`UPDATE weir_job SET
+	state = 'running',
+	attempt = attempt + 1,
+	lease_token = lease_token + 1,
+	lease_expires_at = ?3 + ?4,
+	attempted_at = ?3,
+	attempted_by = ?5
+WHERE id IN (
+	SELECT id FROM weir_job
+	WHERE state = 'available' AND queue = ?1 AND +scheduled_at <= ?3
+		AND NOT EXISTS (SELECT 1 FROM weir_queue WHERE name = ?1 AND paused_at IS NOT NULL)
+	ORDER BY priority, scheduled_at, id
+	LIMIT ?2)
+RETURNING {cols}`)
+
+	// Finalize one outcome, fenced on (id, lease token, running). ?1 id, ?2 token,
+	// ?3 outcome, ?4 due time (µs), ?5 now; the error entry: ?6 attempt (NULL:
+	// the job's), ?7 time (text), ?8 message (NULL: none), ?9 trace (NULL: none).
+	jobFinalize = fill(`UPDATE weir_job SET
+	state = CASE {eff}
+		WHEN 'completed' THEN 'completed'
+		WHEN 'retry' THEN CASE WHEN ?4 <= ?5 THEN 'available' ELSE 'retryable' END
+		WHEN 'snooze' THEN CASE WHEN ?4 <= ?5 THEN 'available' ELSE 'scheduled' END
+		WHEN 'discard' THEN 'discarded'
+		WHEN 'cancel' THEN 'cancelled'
+		WHEN 'release' THEN 'available'
+		WHEN 'return' THEN 'available'
+	END,
+	scheduled_at = CASE WHEN {eff} IN ('retry', 'snooze') THEN ?4 ELSE scheduled_at END,
+	attempt = CASE WHEN {eff} IN ('snooze', 'release', 'return') THEN max(attempt - 1, 0) ELSE attempt END,
+	finalized_at = CASE WHEN {eff} IN ('completed', 'discard', 'cancel') THEN ?5 END,
+	lease_expires_at = NULL,
+	release_count = release_count + CASE WHEN {eff} = 'release' THEN 1 ELSE 0 END,
+	errors = CASE
+		WHEN ?8 IS NULL THEN errors
+		WHEN ?9 IS NULL THEN json_insert(errors, '$[#]',
+			json_object('attempt', coalesce(?6, attempt), 'at', ?7, 'error', ?8))
+		ELSE json_insert(errors, '$[#]',
+			json_object('attempt', coalesce(?6, attempt), 'at', ?7, 'error', ?8, 'trace', ?9))
+	END
+WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
+RETURNING state, queue`)
+
+	// Renew one lease, fenced; it changes only lease_expires_at. ?1 id, ?2 token,
+	// ?3 the new expiry.
+	jobRenew = `UPDATE weir_job SET lease_expires_at = ?3
+WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
+RETURNING cancel_requested_at IS NOT NULL`
+
+	// Rescue: expired leases through weir_job_running_idx, at most ?1. ?2 now,
+	// ?3 now as text for the error entry, ?4 the error message.
+	jobRescue = fill(`UPDATE weir_job SET
+	state = CASE
+		WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+		WHEN attempt >= max_attempts THEN 'discarded'
+		ELSE 'retryable' END,
+	scheduled_at = CASE
+		WHEN cancel_requested_at IS NULL AND attempt < max_attempts THEN ?2
+		ELSE scheduled_at END,
+	finalized_at = CASE
+		WHEN cancel_requested_at IS NULL AND attempt < max_attempts THEN NULL
+		ELSE ?2 END,
+	lease_expires_at = NULL,
+	errors = json_insert(errors, '$[#]', json_object('attempt', attempt, 'at', ?3, 'error', ?4))
+WHERE id IN (
+	SELECT id FROM weir_job
+	WHERE state = 'running' AND lease_expires_at < ?2
+	ORDER BY id
+	LIMIT ?1)
+RETURNING {cols}`)
+
+	// Schedule: due pending jobs through weir_job_pending_idx. ?1 limit, ?2 now.
+	jobSchedule = `UPDATE weir_job SET state = 'available'
+WHERE id IN (
+	SELECT id FROM weir_job
+	WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= ?2
+	ORDER BY scheduled_at
+	LIMIT ?1)
+RETURNING queue`
+
+	// Prune: final jobs through weir_job_finalized_idx, bounded by the latest
+	// cutoff (?4), then by the cutoff of each job's state (NULL: none).
+	// ?1 completed, ?2 cancelled, ?3 discarded cutoffs, ?5 limit.
+	jobPrune = `DELETE FROM weir_job WHERE id IN (
+	SELECT id FROM weir_job
+	WHERE finalized_at IS NOT NULL AND finalized_at < ?4
+		AND CASE state
+			WHEN 'completed' THEN finalized_at < ?1
+			WHEN 'cancelled' THEN finalized_at < ?2
+			WHEN 'discarded' THEN finalized_at < ?3
+			ELSE 0 END
+	ORDER BY finalized_at
+	LIMIT ?5)`
+
+	// Elect: insert, or take over an expired term, or renew our own. The upsert
+	// returns a row only when it wrote one, that is when ?2 leads afterwards.
+	// ?1 name, ?2 leader id, ?3 now, ?4 expiry.
+	leaderElect = `INSERT INTO weir_leader (name, leader_id, elected_at, expires_at)
+VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (name) DO UPDATE SET
+	leader_id = excluded.leader_id,
+	elected_at = CASE WHEN weir_leader.leader_id = excluded.leader_id AND weir_leader.expires_at >= ?3
+		THEN weir_leader.elected_at ELSE ?3 END,
+	expires_at = excluded.expires_at
+WHERE weir_leader.expires_at < ?3 OR weir_leader.leader_id = excluded.leader_id
+RETURNING leader_id`
+	leaderResign = `DELETE FROM weir_leader WHERE name = ?1 AND leader_id = ?2`
+	leaderGet    = `SELECT leader_id, expires_at FROM weir_leader WHERE name = ?1 AND expires_at >= ?2`
+)

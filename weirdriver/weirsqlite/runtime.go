@@ -1,0 +1,323 @@
+package weirsqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+// The worker runtime's statements; the SQL is in queries.go. Each call is one
+// write transaction (or a savepoint in the executor's transaction), so a batch
+// applies whole or not at all.
+
+// errorTimeLayout formats the time of an error entry as PostgreSQL's jsonb does
+// a timestamptz: RFC 3339 with microseconds.
+const errorTimeLayout = "2006-01-02T15:04:05.999999Z07:00"
+
+func errorTime(us int64) string { return fromMicros(us).Format(errorTimeLayout) }
+
+func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, err error) {
+	defer func() { err = schemaErr(err) }()
+	switch {
+	case p.Queue == "":
+		return nil, errors.New("claim jobs: queue is empty")
+	case p.Max < 1:
+		return nil, fmt.Errorf("claim jobs: max %d is less than 1", p.Max)
+	case p.ClientID == "":
+		return nil, errors.New("claim jobs: client id is empty")
+	case p.LeaseDuration < time.Microsecond:
+		return nil, fmt.Errorf("claim jobs: lease duration %v is less than 1µs", p.LeaseDuration)
+	}
+	var jobs []*weirtype.JobRow
+	err = e.write(ctx, false, func(w *write) error {
+		rows, err := w.q.QueryContext(ctx, jobClaim, p.Queue, p.Max, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
+		if err != nil {
+			return err
+		}
+		jobs, err = collectJobs(rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	// RETURNING promises no order; the claim's is priority, scheduled time, id.
+	slices.SortFunc(jobs, func(a, b *weirtype.JobRow) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
+	})
+	return jobs, nil
+}
+
+func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFinalizeParams) (_ []bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	if len(params) == 0 {
+		return nil, nil
+	}
+	seen := make(map[int64]bool, len(params))
+	for _, p := range params {
+		if !p.Outcome.Valid() {
+			return nil, fmt.Errorf("finalize jobs: job %d: unknown outcome %q", p.ID, p.Outcome)
+		}
+		// As on PostgreSQL, where one statement updates a row once: two outcomes
+		// for one job could not both be reported truthfully.
+		if seen[p.ID] {
+			return nil, fmt.Errorf("finalize jobs: job %d appears twice in one batch", p.ID)
+		}
+		seen[p.ID] = true
+	}
+	applied := make([]bool, len(params))
+	err = e.write(ctx, false, func(w *write) error {
+		var queues []string
+		stmt, err := w.q.PrepareContext(ctx, jobFinalize)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for i, p := range params {
+			due := w.now
+			if !p.ScheduledAt.IsZero() {
+				due = p.ScheduledAt.UnixMicro()
+			}
+			var errAttempt, errAt, errMessage, errTrace any
+			if ae := p.Error; ae != nil {
+				errMessage, errAt = ae.Error, errorTime(w.now)
+				if ae.Trace != "" {
+					errTrace = ae.Trace
+				}
+				if ae.Attempt != 0 {
+					errAttempt = ae.Attempt
+				}
+				if !ae.At.IsZero() {
+					errAt = errorTime(ae.At.UnixMicro())
+				}
+			}
+			var state, queue string
+			err := stmt.QueryRowContext(ctx, p.ID, p.LeaseToken, string(p.Outcome), due, w.now,
+				errAttempt, errAt, errMessage, errTrace).Scan(&state, &queue)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				continue // stale: the row is untouched
+			case err != nil:
+				return err
+			}
+			applied[i] = true
+			if state == string(weirtype.JobStateAvailable) {
+				queues = append(queues, queue)
+			}
+		}
+		w.notifyQueues(queues)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finalize jobs: %w", err)
+	}
+	return applied, nil
+}
+
+func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (_ *weirdriver.JobRenewResult, err error) {
+	defer func() { err = schemaErr(err) }()
+	switch {
+	case len(p.IDs) != len(p.LeaseTokens):
+		return nil, fmt.Errorf("renew leases: %d ids but %d tokens", len(p.IDs), len(p.LeaseTokens))
+	case p.LeaseDuration < time.Microsecond:
+		return nil, fmt.Errorf("renew leases: lease duration %v is less than 1µs", p.LeaseDuration)
+	}
+	res := &weirdriver.JobRenewResult{}
+	if len(p.IDs) == 0 {
+		return res, nil
+	}
+	seen := make(map[int64]bool, len(p.IDs))
+	for _, id := range p.IDs {
+		if seen[id] {
+			return nil, fmt.Errorf("renew leases: job %d appears twice in one batch", id)
+		}
+		seen[id] = true
+	}
+	err = e.write(ctx, false, func(w *write) error {
+		*res = weirdriver.JobRenewResult{}
+		stmt, err := w.q.PrepareContext(ctx, jobRenew)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		expires := w.now + p.LeaseDuration.Microseconds()
+		for i, id := range p.IDs {
+			var cancelRequested bool
+			err := stmt.QueryRowContext(ctx, id, p.LeaseTokens[i], expires).Scan(&cancelRequested)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				res.Lost = append(res.Lost, id)
+			case err != nil:
+				return err
+			default:
+				res.Renewed = append(res.Renewed, id)
+				if cancelRequested {
+					res.CancelRequested = append(res.CancelRequested, id)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	return res, nil
+}
+
+func (e *executor) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams) (_ []*weirtype.JobRow, err error) {
+	defer func() { err = schemaErr(err) }()
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("rescue jobs: limit %d is less than 1", p.Limit)
+	}
+	msg := p.Error
+	if msg == "" {
+		msg = weirdriver.DefaultRescueError
+	}
+	var jobs []*weirtype.JobRow
+	err = e.write(ctx, false, func(w *write) error {
+		rows, err := w.q.QueryContext(ctx, jobRescue, p.Limit, w.now, errorTime(w.now), msg)
+		if err != nil {
+			return err
+		}
+		jobs, err = collectJobs(rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	slices.SortFunc(jobs, func(a, b *weirtype.JobRow) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs, nil
+}
+
+func (e *executor) JobSchedule(ctx context.Context, limit int) (_ int, err error) {
+	defer func() { err = schemaErr(err) }()
+	if limit < 1 {
+		return 0, fmt.Errorf("schedule jobs: limit %d is less than 1", limit)
+	}
+	promoted := 0
+	err = e.write(ctx, false, func(w *write) error {
+		rows, err := w.q.QueryContext(ctx, jobSchedule, limit, w.now)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var queues []string
+		promoted = 0
+		for rows.Next() {
+			var queue string
+			if err := rows.Scan(&queue); err != nil {
+				return err
+			}
+			promoted++
+			queues = append(queues, queue)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		w.notifyQueues(queues)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("schedule jobs: %w", err)
+	}
+	return promoted, nil
+}
+
+func (e *executor) JobPrune(ctx context.Context, p *weirdriver.JobPruneParams) (_ int, err error) {
+	defer func() { err = schemaErr(err) }()
+	if p.Limit < 1 {
+		return 0, fmt.Errorf("prune jobs: limit %d is less than 1", p.Limit)
+	}
+	var latest int64
+	some := false
+	cutoff := func(t time.Time) any {
+		if t.IsZero() {
+			return nil
+		}
+		us := t.UnixMicro()
+		if !some || us > latest {
+			latest, some = us, true
+		}
+		return us
+	}
+	completed, cancelled, discarded := cutoff(p.CompletedBefore), cutoff(p.CancelledBefore), cutoff(p.DiscardedBefore)
+	if !some {
+		return 0, nil
+	}
+	var n int64
+	err = e.write(ctx, false, func(w *write) error {
+		res, err := w.q.ExecContext(ctx, jobPrune, completed, cancelled, discarded, latest, p.Limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune jobs: %w", err)
+	}
+	return int(n), nil
+}
+
+func (e *executor) LeaderElect(ctx context.Context, p *weirdriver.LeaderElectParams) (_ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	switch {
+	case p.Name == "":
+		return false, errors.New("elect leader: name is empty")
+	case p.LeaderID == "":
+		return false, errors.New("elect leader: leader id is empty")
+	case p.TTL < time.Microsecond:
+		return false, fmt.Errorf("elect leader: ttl %v is less than 1µs", p.TTL)
+	}
+	var leader string
+	err = e.write(ctx, false, func(w *write) error {
+		err := w.q.QueryRowContext(ctx, leaderElect, p.Name, p.LeaderID, w.now, w.now+p.TTL.Microseconds()).Scan(&leader)
+		if errors.Is(err, sql.ErrNoRows) {
+			leader = ""
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("elect leader of %s: %w", p.Name, err)
+	}
+	return leader == p.LeaderID, nil
+}
+
+func (e *executor) LeaderResign(ctx context.Context, name, leaderID string) (err error) {
+	defer func() { err = schemaErr(err) }()
+	err = e.write(ctx, false, func(w *write) error {
+		_, err := w.q.ExecContext(ctx, leaderResign, name, leaderID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("resign leadership of %s: %w", name, err)
+	}
+	return nil
+}
+
+func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time.Time, err error) {
+	defer func() { err = schemaErr(err) }()
+	q, err := e.reader()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	var (
+		leader  string
+		expires int64
+	)
+	err = q.QueryRowContext(ctx, leaderGet, name, nowMicros()).Scan(&leader, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, weirdriver.ErrNotFound)
+	}
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, err)
+	}
+	return leader, fromMicros(expires), nil
+}

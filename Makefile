@@ -11,7 +11,11 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: ## Run the demo against PostgreSQL (WEIR_DATABASE_URL, default: the local server)
+demo: ## Run the demo: enqueue and work jobs in an embedded SQLite store (nothing else needed)
+	$(GO) run ./cmd/weir demo
+
+.PHONY: example
+example: ## Run examples/quickstart against PostgreSQL (WEIR_DATABASE_URL, default: the local server)
 	$(GO) run ./examples/quickstart
 
 .PHONY: test

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
+	"github.com/weirq/weir/weirdriver/weirsqlite"
 )
 
 // envDatabaseURL names the environment variable that holds the database URL when
@@ -29,10 +32,12 @@ const pingTimeout = 10 * time.Second
 type dbFlags struct {
 	url    string
 	schema string
+	// create lets open create a SQLite file that does not exist yet (migrate up).
+	create bool
 }
 
 func (f *dbFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "database-url", "", "PostgreSQL `URL`, such as postgres://user@host:5432/db (default $"+envDatabaseURL+")")
+	fs.StringVar(&f.url, "database-url", "", "database `URL`: postgres://user@host:5432/db, or sqlite:PATH or a PATH ending in .db (default $"+envDatabaseURL+")")
 	fs.StringVar(&f.schema, "schema", weirpgx.DefaultSchema, "`NAME` of the schema that holds weir's tables")
 }
 
@@ -62,7 +67,7 @@ func (db *database) Close() { db.close() }
 // open connects to the database and checks that it answers. Its errors never
 // contain the URL's password.
 func (f *dbFlags) open(ctx context.Context) (*database, error) {
-	driver, closeDB, err := openDriver(ctx, f.url, f.schema)
+	driver, closeDB, err := openDriver(ctx, f.url, f.schema, f.create)
 	if err != nil {
 		return nil, err
 	}
@@ -72,12 +77,44 @@ func (f *dbFlags) open(ctx context.Context) (*database, error) {
 // openDriver returns the driver for the database at rawURL, and the function that
 // closes what it opened. The URL picks the database: this is the one place that
 // knows which databases weir runs on.
-func openDriver(ctx context.Context, rawURL, schema string) (weirdriver.Driver, func(), error) {
-	switch {
-	// SQLite (a sqlite: URL or a path ending in .db) gets its case here.
-	default:
-		return openPostgres(ctx, rawURL, schema)
+func openDriver(ctx context.Context, rawURL, schema string, create bool) (weirdriver.Driver, func(), error) {
+	if path, ok := sqlitePath(rawURL); ok {
+		return openSQLite(path, create)
 	}
+	return openPostgres(ctx, rawURL, schema)
+}
+
+// sqlitePath reports whether rawURL names a SQLite database, and its path: a
+// "sqlite:" URL (sqlite:relative/path.db, sqlite:///absolute/path.db) or a plain
+// path ending in ".db".
+func sqlitePath(rawURL string) (string, bool) {
+	if rest, ok := strings.CutPrefix(rawURL, "sqlite:"); ok {
+		return strings.TrimPrefix(rest, "//"), true
+	}
+	if strings.HasSuffix(rawURL, ".db") && !strings.Contains(rawURL, "://") {
+		return rawURL, true
+	}
+	return "", false
+}
+
+// openSQLite opens the SQLite database at path, creating the file only when create
+// is set, so that a mistyped path fails instead of leaving an empty file behind.
+// --schema does not apply: SQLite keeps weir's tables in the file's main schema.
+func openSQLite(path string, create bool) (weirdriver.Driver, func(), error) {
+	if path == "" {
+		return nil, nil, usagef("database URL does not parse: a sqlite: URL needs a file path")
+	}
+	if _, err := os.Stat(path); err != nil && !create {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("no SQLite database at %s (run `weir migrate up` to create one)", path)
+		}
+		return nil, nil, fmt.Errorf("cannot open the SQLite database: %v", err)
+	}
+	driver, err := weirsqlite.Open(path, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot open the SQLite database: %s", strings.TrimPrefix(err.Error(), "weirsqlite: "))
+	}
+	return driver, func() { _ = driver.Close() }, nil
 }
 
 // openPostgres opens a pool on rawURL, puts weirpgx on it and checks that the

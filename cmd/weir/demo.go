@@ -99,7 +99,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		}
 		store = "sqlite:" + filepath.Join(dir, "weir", "demo.db")
 	}
-	driver, closeDB, err := openDriver(ctx, store, f.schema)
+	driver, closeDB, err := openDriver(ctx, store, f.schema, true)
 	if err != nil {
 		return err
 	}

@@ -105,6 +105,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		return usagef("%s: --target-version must not be negative, got %d", cmdName(fs), o.targetVersion)
 	}
 
+	o.db.create = action == "up" // only migrate up may create a SQLite file
 	db, err := o.db.open(ctx)
 	if err != nil {
 		return err

@@ -18,7 +18,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,37 +228,13 @@ func (d *Driver) Migrations() []weirdriver.Migration {
 	return append([]weirdriver.Migration(nil), migrations...)
 }
 
-// mustLoadMigrations reads NNN_name.up.sql and NNN_name.down.sql pairs.
+// mustLoadMigrations reads the embedded migrations; a bad file is a build mistake.
 func mustLoadMigrations(fsys fs.FS) []weirdriver.Migration {
-	names, err := fs.Glob(fsys, "migrations/*.up.sql")
+	ms, err := weirdriver.LoadMigrations(fsys, "migrations")
 	if err != nil {
-		panic(err)
+		panic("weirsqlite: " + err.Error())
 	}
-	var out []weirdriver.Migration
-	for _, name := range names {
-		base := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".up.sql")
-		num, label, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			panic(fmt.Sprintf("weirsqlite: migration file %q is not named NNN_name.up.sql", name))
-		}
-		up, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			panic(err)
-		}
-		down, err := fs.ReadFile(fsys, "migrations/"+base+".down.sql")
-		if err != nil {
-			panic(fmt.Sprintf("weirsqlite: migration %q has no down file", base))
-		}
-		out = append(out, weirdriver.Migration{Version: version, Name: label, Up: string(up), Down: string(down)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	for i, m := range out {
-		if m.Version != i+1 {
-			panic(fmt.Sprintf("weirsqlite: migration versions must run 1, 2, 3...; found %d at position %d", m.Version, i+1))
-		}
-	}
-	return out
+	return ms
 }
 
 const migrationTableExists = `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'weir_migration'`

@@ -122,22 +122,12 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 
 func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (_ *weirdriver.JobRenewResult, err error) {
 	defer func() { err = schemaErr(err) }()
-	switch {
-	case len(p.IDs) != len(p.LeaseTokens):
-		return nil, fmt.Errorf("renew leases: %d ids but %d tokens", len(p.IDs), len(p.LeaseTokens))
-	case p.LeaseDuration < time.Microsecond:
-		return nil, fmt.Errorf("renew leases: lease duration %v is less than 1µs", p.LeaseDuration)
+	if err := weirdriver.CheckRenew(p); err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
 	}
 	res := &weirdriver.JobRenewResult{}
 	if len(p.IDs) == 0 {
 		return res, nil
-	}
-	seen := make(map[int64]bool, len(p.IDs))
-	for _, id := range p.IDs {
-		if seen[id] {
-			return nil, fmt.Errorf("renew leases: job %d appears twice in one batch", id)
-		}
-		seen[id] = true
 	}
 	err = e.write(ctx, false, func(w *write) error {
 		*res = weirdriver.JobRenewResult{}

@@ -84,6 +84,15 @@ func openDriver(ctx context.Context, rawURL, schema string, create bool) (weirdr
 	return openPostgres(ctx, rawURL, schema)
 }
 
+// migrationsFor lists the migrations of the driver that rawURL picks, without
+// opening the database.
+func migrationsFor(rawURL string) []weirdriver.Migration {
+	if _, ok := sqlitePath(rawURL); ok {
+		return (&weirsqlite.Driver{}).Migrations()
+	}
+	return (&weirpgx.Driver{}).Migrations()
+}
+
 // sqlitePath reports whether rawURL names a SQLite database, and its path: a
 // "sqlite:" URL (sqlite:relative/path.db, sqlite:///absolute/path.db) or a plain
 // path ending in ".db".
@@ -104,11 +113,17 @@ func openSQLite(path string, create bool) (weirdriver.Driver, func(), error) {
 	if path == "" {
 		return nil, nil, usagef("database URL does not parse: a sqlite: URL needs a file path")
 	}
-	if _, err := os.Stat(path); err != nil && !create {
-		if errors.Is(err, fs.ErrNotExist) {
+	if fi, err := os.Stat(path); !create {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return nil, nil, fmt.Errorf("no SQLite database at %s (run `weir migrate up` to create one)", path)
+		case err != nil:
+			return nil, nil, fmt.Errorf("cannot open the SQLite database: %v", err)
+		case fi.Mode().IsRegular() && fi.Size() == 0:
+			// SQLite takes an empty file for an empty database and would write
+			// its header: that is creating one.
+			return nil, nil, fmt.Errorf("no SQLite database at %s: the file is empty (run `weir migrate up` to create one)", path)
 		}
-		return nil, nil, fmt.Errorf("cannot open the SQLite database: %v", err)
 	}
 	driver, err := weirsqlite.Open(path, nil)
 	if err != nil {

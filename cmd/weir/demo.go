@@ -326,7 +326,7 @@ func demoFailed(jobs []*demoJob, states map[int64]weir.JobState) []string {
 }
 
 func describeStore(store, schema string) string {
-	if path, ok := strings.CutPrefix(store, "sqlite:"); ok {
+	if path, ok := sqlitePath(store); ok {
 		return "SQLite file " + path
 	}
 	return "PostgreSQL schema " + schema

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -33,4 +35,94 @@ func TestDemoFailures(t *testing.T) {
 	wantFailure(t, runWeir(t, nil, "demo", "--database-url", "postgres://%zz"), 2, "does not parse")
 	wantFailure(t, runWeir(t, nil, "demo", "--bogus"), 2, "bogus")
 	wantFailure(t, runWeir(t, nil, "demo", "--database-url", "postgres://postgres@127.0.0.1:1/test?connect_timeout=2"), 1, "cannot reach")
+}
+
+// wantDemoSummary fails t unless out ends the demo as it should.
+func wantDemoSummary(t *testing.T, out string) {
+	t.Helper()
+	for _, want := range []string{
+		"\nSTATE       JOBS EXPECTED\n",
+		"\ncompleted     27       27\n",
+		"\ncancelled      1        1\n",
+		"\ndiscarded      1        1\n",
+		"\nevery demo job ended as expected\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// demoStore returns the SQLite file that the demo's output names.
+func demoStore(t *testing.T, out string) string {
+	t.Helper()
+	for line := range strings.SplitSeq(out, "\n") {
+		if path, ok := strings.CutPrefix(line, "store: SQLite file "); ok {
+			if !strings.Contains(out, "enqueued 29 demo jobs in SQLite file "+path+"\n") {
+				t.Errorf("demo output names the store %s at the end only:\n%s", path, out)
+			}
+			return path
+		}
+	}
+	t.Fatalf("demo output names no SQLite file:\n%s", out)
+	return ""
+}
+
+// testBinaryDemo runs weir demo's binary.
+func testBinaryDemo(t *testing.T, b *weirBinary) {
+	// From a clean state, with no database running: the store is a SQLite file
+	// in the cache directory.
+	t.Run("DefaultStore", func(t *testing.T) {
+		t.Parallel()
+		home, cache := t.TempDir(), t.TempDir()
+		r := b.run(t, []string{"HOME=" + home, "XDG_CACHE_HOME=" + cache}, "demo")
+		wantOK(t, r)
+		wantDemoSummary(t, r.stdout)
+		store := demoStore(t, r.stdout)
+		if rel, err := filepath.Rel(cache, store); err != nil || !filepath.IsLocal(rel) {
+			t.Fatalf("the store %s is not inside the cache directory %s", store, cache)
+		}
+		if data, err := os.ReadFile(store); err != nil || !strings.HasPrefix(string(data), sqliteHeader) {
+			t.Fatalf("the store %s is not a SQLite file: %v", store, err)
+		}
+		if entries, err := os.ReadDir(home); err != nil || len(entries) != 0 {
+			t.Fatalf("the demo wrote in HOME: %v %v", entries, err)
+		}
+	})
+
+	// A .db path names a SQLite file, which the demo creates. WEIR_DATABASE_URL
+	// does not count.
+	t.Run("SQLitePath", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "demo.db")
+		r := b.run(t, []string{envDatabaseURL + "=" + deadURL}, "demo", "--database-url", path)
+		wantOK(t, r)
+		wantDemoSummary(t, r.stdout)
+		if store := demoStore(t, r.stdout); store != path {
+			t.Fatalf("the demo names the store %s, want %s", store, path)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		schema := dbtest.Schema(t)
+		r := b.run(t, nil, "demo", "--database-url", dbtest.URL(), "--schema", schema)
+		wantOK(t, r)
+		wantDemoSummary(t, r.stdout)
+		for _, want := range []string{"enqueued 29 demo jobs in PostgreSQL schema " + schema + "\n", "store: PostgreSQL schema " + schema + "\n"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
+			}
+		}
+	})
+
+	// With no cache directory and no URL, there is nowhere to keep the jobs.
+	t.Run("NoCacheDirectory", func(t *testing.T) {
+		t.Parallel()
+		r := b.run(t, []string{"HOME=", "XDG_CACHE_HOME="}, "demo")
+		wantFailure(t, r, exitFailure, "weir: demo: no cache directory for the embedded store: ", "(pass --database-url)")
+	})
 }

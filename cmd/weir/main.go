@@ -129,7 +129,7 @@ func oneLine(s string) string {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `weir is a durable job queue on PostgreSQL.
+	fmt.Fprint(w, `weir is a durable job queue on PostgreSQL (or an embedded SQLite file).
 
 Usage:
 

@@ -17,6 +17,7 @@ import (
 	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
+	"github.com/weirq/weir/weirdriver/weirsqlite"
 	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirtype"
 )
@@ -72,16 +73,7 @@ func wantFailure(t *testing.T, r result, code int, contains ...string) {
 // migrations is what weir migrate up prints on a fresh schema, one line per
 // migration with the given prefix.
 func migrations(prefix string, newestFirst bool) string {
-	known := knownMigrations()
-	var b strings.Builder
-	for i := range known {
-		m := known[i]
-		if newestFirst {
-			m = known[len(known)-1-i]
-		}
-		fmt.Fprintf(&b, "%s %s\n", prefix, weirmigrate.Migration{Version: m.Version, Name: m.Name})
-	}
-	return b.String()
+	return migrationLines(knownMigrations(), prefix, newestFirst)
 }
 
 // snapshot describes schema's migration state as the database holds it, so that
@@ -539,13 +531,15 @@ func TestOneLine(t *testing.T) {
 	}
 }
 
-// fixture is a migrated schema holding a job in each situation the operator
-// commands meet, and a paused queue.
+// fixture is a migrated database holding a job in each situation the operator
+// commands meet, and a paused queue: a PostgreSQL schema (newFixture) or a
+// SQLite file (newSQLiteFixture).
 type fixture struct {
-	schema string
+	schema string            // PostgreSQL only
+	path   string            // SQLite only: the database file
 	env    map[string]string // WEIR_DATABASE_URL
 	client *weir.Client
-	driver *weirpgx.Driver
+	driver weirdriver.Driver
 
 	available int64 // queue "default", kind "fix.available"
 	scheduled int64 // queue "later", due in a day
@@ -560,13 +554,43 @@ type fixture struct {
 // newFixture migrates a fresh schema and fills it.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := t.Context()
 	f := &fixture{schema: dbtest.Schema(t), env: map[string]string{envDatabaseURL: dbtest.URL()}}
 	migrateUp(t, f.schema)
-	var err error
-	if f.driver, err = weirpgx.New(dbtest.Pool(t, nil), &weirpgx.Config{Schema: f.schema}); err != nil {
+	driver, err := weirpgx.New(dbtest.Pool(t, nil), &weirpgx.Config{Schema: f.schema})
+	if err != nil {
 		t.Fatal(err)
 	}
+	f.fill(t, driver)
+	return f
+}
+
+// newSQLiteFixture creates, migrates and fills the SQLite file at path, and
+// closes it, so that nothing but the test touches it afterwards.
+func newSQLiteFixture(t *testing.T, path string) *fixture {
+	t.Helper()
+	f := &fixture{path: path, env: map[string]string{envDatabaseURL: "sqlite:" + path}}
+	driver, err := weirsqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := driver.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, err := weirmigrate.New(driver).Up(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.fill(t, driver)
+	return f
+}
+
+// fill puts the fixture's jobs and paused queue in driver's migrated database.
+func (f *fixture) fill(t *testing.T, driver weirdriver.Driver) {
+	t.Helper()
+	ctx := t.Context()
+	f.driver = driver
+	var err error
 	if f.client, err = weir.NewClient(f.driver, &weir.Config{Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
@@ -618,7 +642,6 @@ func newFixture(t *testing.T) *fixture {
 	if err := f.client.QueuePause(ctx, "held"); err != nil {
 		t.Fatal(err)
 	}
-	return f
 }
 
 // weir runs weir in-process on the fixture's schema.

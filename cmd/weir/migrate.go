@@ -104,15 +104,10 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if isSet(fs, "target-version") && o.targetVersion < 0 {
 		return usagef("%s: --target-version must not be negative, got %d", cmdName(fs), o.targetVersion)
 	}
-
-	o.db.create = action == "up" // only migrate up may create a SQLite file
-	db, err := o.db.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+	// Checked before the database is opened, so that a mistake does not leave
+	// behind the SQLite file that migrate up creates.
 	if isSet(fs, "target-version") {
-		lowest, latest := 0, len(db.driver.Migrations())
+		lowest, latest := 0, len(migrationsFor(o.db.url))
 		if action == "up" {
 			lowest = 1
 		}
@@ -120,6 +115,13 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 			return usagef("%s: --target-version %d is out of range %d..%d", cmdName(fs), o.targetVersion, lowest, latest)
 		}
 	}
+
+	o.db.create = action == "up" // only migrate up may create a SQLite file
+	db, err := o.db.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	m := weirmigrate.New(db.driver)
 
 	switch action {

@@ -110,6 +110,12 @@ func (rt *runtime) expireDeadlines(now time.Time) {
 // completer. rt.leases.mu is held.
 func (rt *runtime) loseLocked(j *heldJob, why string) {
 	j.lost = true
+	if j.state == heldFinalizing {
+		// Most often its outcome was just written, which the completer will say;
+		// if the lease was truly lost, the write comes back stale and is counted
+		// there. Either way the outcome is no longer retried.
+		return
+	}
 	rt.stats.leasesLost.Add(1)
 	rt.logger.Warn("weir: lease lost", "job_id", j.row.ID, "lease_token", j.token, "reason", why)
 	rt.events.emit(EventLeaseLost, j.row, nil, 0)

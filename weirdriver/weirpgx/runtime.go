@@ -17,15 +17,8 @@ import (
 
 func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, err error) {
 	defer func() { err = schemaErr(err) }()
-	switch {
-	case p.Queue == "":
-		return nil, errors.New("claim jobs: queue is empty")
-	case p.Max < 1:
-		return nil, fmt.Errorf("claim jobs: max %d is less than 1", p.Max)
-	case p.ClientID == "":
-		return nil, errors.New("claim jobs: client id is empty")
-	case p.LeaseDuration < time.Microsecond:
-		return nil, fmt.Errorf("claim jobs: lease duration %v is less than 1µs", p.LeaseDuration)
+	if err := weirdriver.CheckClaim(p); err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	r, err := e.db.Query(ctx, e.q.jobClaim, p.Queue, p.Max, p.LeaseDuration.Microseconds(), p.ClientID)
 	if err != nil {
@@ -50,18 +43,11 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		errAt      = make([]pgtype.Timestamptz, n)
 		errMessage = make([]pgtype.Text, n)
 		errTrace   = make([]pgtype.Text, n)
-		seen       = make(map[int64]bool, n)
 	)
+	if err := weirdriver.CheckFinalize(params); err != nil {
+		return nil, fmt.Errorf("finalize jobs: %w", err)
+	}
 	for i, p := range params {
-		if !p.Outcome.Valid() {
-			return nil, fmt.Errorf("finalize jobs: job %d: unknown outcome %q", p.ID, p.Outcome)
-		}
-		// One statement updates a row once, so two outcomes for one job could not
-		// both be reported truthfully.
-		if seen[p.ID] {
-			return nil, fmt.Errorf("finalize jobs: job %d appears twice in one batch", p.ID)
-		}
-		seen[p.ID] = true
 		ids[i], tokens[i], outcomes[i] = p.ID, p.LeaseToken, string(p.Outcome)
 		if !p.ScheduledAt.IsZero() {
 			scheduled[i] = pgtype.Timestamptz{Time: p.ScheduledAt, Valid: true}

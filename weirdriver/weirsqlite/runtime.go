@@ -25,15 +25,8 @@ func errorTime(us int64) string { return fromMicros(us).Format(errorTimeLayout) 
 
 func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, err error) {
 	defer func() { err = schemaErr(err) }()
-	switch {
-	case p.Queue == "":
-		return nil, errors.New("claim jobs: queue is empty")
-	case p.Max < 1:
-		return nil, fmt.Errorf("claim jobs: max %d is less than 1", p.Max)
-	case p.ClientID == "":
-		return nil, errors.New("claim jobs: client id is empty")
-	case p.LeaseDuration < time.Microsecond:
-		return nil, fmt.Errorf("claim jobs: lease duration %v is less than 1µs", p.LeaseDuration)
+	if err := weirdriver.CheckClaim(p); err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	var jobs []*weirtype.JobRow
 	err = e.write(ctx, false, func(w *write) error {
@@ -59,17 +52,8 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 	if len(params) == 0 {
 		return nil, nil
 	}
-	seen := make(map[int64]bool, len(params))
-	for _, p := range params {
-		if !p.Outcome.Valid() {
-			return nil, fmt.Errorf("finalize jobs: job %d: unknown outcome %q", p.ID, p.Outcome)
-		}
-		// As on PostgreSQL, where one statement updates a row once: two outcomes
-		// for one job could not both be reported truthfully.
-		if seen[p.ID] {
-			return nil, fmt.Errorf("finalize jobs: job %d appears twice in one batch", p.ID)
-		}
-		seen[p.ID] = true
+	if err := weirdriver.CheckFinalize(params); err != nil {
+		return nil, fmt.Errorf("finalize jobs: %w", err)
 	}
 	applied := make([]bool, len(params))
 	err = e.write(ctx, false, func(w *write) error {

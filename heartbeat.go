@@ -58,7 +58,9 @@ func (rt *runtime) renew(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, rt.cfg.HeartbeatInterval)
+	// A slow renewal still helps as long as it lands while the leases are trusted;
+	// the deadline checks run apart from it.
+	ctx, cancel := context.WithTimeout(ctx, rt.leaseBudget())
 	defer cancel()
 	sent := time.Now()
 	res, err := rt.exec.JobRenew(ctx, &weirdriver.JobRenewParams{

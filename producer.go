@@ -148,9 +148,10 @@ func (p *producer) fill() (more bool, err error) {
 	}
 
 	// A claim in flight is let finish when Stop begins (its jobs are then released),
-	// and interrupted only when Stop's budget runs out: an interrupted claim may
-	// have committed, leaving its jobs to rescue.
-	ctx, cancel := context.WithTimeout(p.rt.hardCtx, p.rt.cfg.HeartbeatInterval)
+	// and interrupted only when Stop's budget runs out, or when it takes so long that
+	// its leases could no longer be trusted anyway: an interrupted claim may have
+	// committed, leaving its jobs to rescue.
+	ctx, cancel := context.WithTimeout(p.rt.hardCtx, p.rt.leaseBudget())
 	defer cancel()
 	sent := time.Now()
 	rows, err := p.rt.exec.JobClaim(ctx, &weirdriver.JobClaimParams{

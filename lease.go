@@ -20,7 +20,6 @@ const (
 type heldJob struct {
 	row   *JobRow
 	token int64
-	p     *producer
 
 	state heldState
 	// deadline is the local lease deadline: when the last successful claim or

@@ -170,7 +170,7 @@ func (p *producer) fill() (more bool, err error) {
 	deadline := sent.Add(p.rt.leaseBudget())
 	jobs := make([]*heldJob, len(rows))
 	for i, row := range rows {
-		jobs[i] = &heldJob{row: row, token: row.LeaseToken, p: p, state: heldBuffered, deadline: deadline}
+		jobs[i] = &heldJob{row: row, token: row.LeaseToken, state: heldBuffered, deadline: deadline}
 	}
 	p.rt.leases.add(jobs)
 

@@ -17,9 +17,9 @@ import (
 	"github.com/weirq/weir/weirmigrate"
 )
 
-// ErrStopped is returned by Start on a client that was started before: a client
-// runs once.
-var ErrStopped = errors.New("weir: client already started")
+// ErrAlreadyStarted is returned by Start on a client that was started before: a
+// client runs once.
+var ErrAlreadyStarted = errors.New("weir: client already started")
 
 // runtime is a started client's moving parts. Start builds it; Stop tears it down
 // in the order SEMANTICS.md gives.
@@ -126,7 +126,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {
-		return ErrStopped
+		return ErrAlreadyStarted
 	}
 	if err := weirmigrate.New(c.driver).Check(ctx); err != nil {
 		return fmt.Errorf("weir: start: %w", err)
@@ -337,7 +337,7 @@ func (rt *runtime) runningJobs() string {
 	return strings.Join(names, ", ")
 }
 
-// handlerContext returns the context j's handler runs with, and makes j running.
+// handlerContext returns the context j's handler runs with (set by markRunning).
 func (rt *runtime) handlerContext(j *heldJob) context.Context {
 	rt.leases.mu.Lock()
 	defer rt.leases.mu.Unlock()

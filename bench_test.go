@@ -1,11 +1,19 @@
 package weir_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirq/weir"
 )
@@ -67,11 +75,15 @@ func BenchmarkInsertMany(b *testing.B) {
 // to the last outcome written.
 func BenchmarkDrain(b *testing.B) {
 	const n = 200_000
-	bb := setup(b, &setupOpts{maxConns: 20})
+	const app = "weir_bench_drain"
+	bb := setup(b, &setupOpts{maxConns: 20, appName: app})
 	ctx := testCtx(b)
 	workers := weir.NewWorkers()
 	weir.AddWorker(workers, weir.WorkFunc(func(context.Context, *weir.Job[noopArgs]) error { return nil }))
-	var total time.Duration
+	var (
+		total        time.Duration
+		goCPU, dbCPU time.Duration
+	)
 	b.StopTimer()
 	for range b.N {
 		if _, err := bb.pool.Exec(ctx, "TRUNCATE "+bb.schema+".weir_job"); err != nil {
@@ -97,6 +109,7 @@ func BenchmarkDrain(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		go0, db0 := processCPU(b), backendCPU(b, bb.pool, app)
 		start := time.Now()
 		if err := c.Start(ctx); err != nil {
 			b.Fatal(err)
@@ -107,6 +120,10 @@ func BenchmarkDrain(b *testing.B) {
 		}
 		tick.Stop()
 		total += time.Since(start)
+		goCPU += processCPU(b) - go0
+		for pid, t := range backendCPU(b, bb.pool, app) {
+			dbCPU += t - db0[pid]
+		}
 		if err := c.Stop(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -115,4 +132,49 @@ func BenchmarkDrain(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "jobs/s")
+	// CPU per job, of this process and of the pool's server backends: steadier
+	// than jobs/s on a machine shared with other work.
+	b.ReportMetric(float64(goCPU.Microseconds())/float64(n*b.N), "client-cpu-µs/job")
+	b.ReportMetric(float64(dbCPU.Microseconds())/float64(n*b.N), "server-cpu-µs/job")
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendCPU is the CPU time each server backend with application_name app
+// has used, by pid, read from /proc (the server runs on this machine); none
+// where /proc does not show them.
+func backendCPU(b *testing.B, pool *pgxpool.Pool, app string) map[int32]time.Duration {
+	rows, err := pool.Query(context.Background(),
+		"SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu := make(map[int32]time.Duration, len(pids))
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses:
+		// utime and stime are the 12th and 13th, in clock ticks (100 per second).
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		cpu[pid] = time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return cpu
 }

@@ -20,6 +20,8 @@ const (
 type heldJob struct {
 	row   *JobRow
 	token int64
+	// work runs the handler with the decoded args (prepare).
+	work func(ctx context.Context) error
 
 	state heldState
 	// deadline is the local lease deadline: when the last successful claim or

@@ -34,6 +34,8 @@ type setupOpts struct {
 	noMigrate bool
 	// maxConns sizes the pool; 0 keeps pgxpool's default.
 	maxConns int32
+	// appName, if set, is the pool's application_name.
+	appName string
 }
 
 func setup(t testing.TB, opts *setupOpts) *bundle {
@@ -45,6 +47,9 @@ func setup(t testing.TB, opts *setupOpts) *bundle {
 	b.pool = dbtest.Pool(t, func(c *pgxpool.Config) {
 		if opts.maxConns > 0 {
 			c.MaxConns = opts.maxConns
+		}
+		if opts.appName != "" {
+			c.ConnConfig.RuntimeParams["application_name"] = opts.appName
 		}
 	})
 	var err error

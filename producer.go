@@ -43,10 +43,9 @@ type producer struct {
 	cfg   QueueConfig
 	wake  chan struct{} // capacity 1: a pending wake-up
 
-	// jobs hands started jobs to the producer's MaxWorkers worker goroutines;
-	// long-lived workers keep their grown stacks from job to job. It never holds
-	// more than MaxWorkers jobs, so sending on it never blocks.
-	jobs    chan *heldJob
+	// workers counts the worker goroutines, at most MaxWorkers: one is started
+	// when a job starts and no worker is idle, and it lives until the producer
+	// stops, so that a worker keeps its grown stack from job to job.
 	workers sync.WaitGroup
 
 	mu       sync.Mutex
@@ -54,30 +53,31 @@ type producer struct {
 	running  int           // handed to a worker, handler not returned
 	claiming bool          // false once Stop began: buffered jobs no longer start
 	idle     chan struct{} // closed when running falls to 0, if someone waits
+	// idleWorkers are the inboxes of the workers waiting for a job, the most
+	// recently idle last. A job goes to the most recently idle worker: with short
+	// handlers a few workers do all the work and their stacks stay grown, where
+	// handing jobs round-robin to all MaxWorkers would regrow a stack that the
+	// garbage collector shrank at nearly every job.
+	idleWorkers   []chan *heldJob
+	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
 }
 
 func newProducer(rt *runtime, queue string, cfg QueueConfig) *producer {
 	return &producer{
 		rt: rt, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), claiming: true,
-		jobs: make(chan *heldJob, cfg.MaxWorkers),
 	}
 }
 
-// startWorkers starts the worker goroutines; stopWorkers ends them.
-func (p *producer) startWorkers() {
-	for range p.cfg.MaxWorkers {
-		p.workers.Go(func() {
-			for j := range p.jobs {
-				p.run(j)
-			}
-		})
-	}
-}
-
-// stopWorkers closes the job channel and, when no handler is abandoned, awaits the
-// workers. A worker whose handler was abandoned ends when its handler returns.
+// stopWorkers ends the idle workers, and each busy one when its handler returns;
+// when no handler is abandoned (await), it waits for them all.
 func (p *producer) stopWorkers(await bool) {
-	close(p.jobs)
+	p.mu.Lock()
+	p.workersClosed = true
+	for _, inbox := range p.idleWorkers {
+		close(inbox)
+	}
+	p.idleWorkers = nil
+	p.mu.Unlock()
 	if await {
 		p.workers.Wait()
 	}
@@ -171,6 +171,7 @@ func (p *producer) fill() (more bool, err error) {
 	jobs := make([]*heldJob, len(rows))
 	for i, row := range rows {
 		jobs[i] = &heldJob{row: row, token: row.LeaseToken, state: heldBuffered, deadline: deadline}
+		jobs[i].work = prepare(p.rt.cfg.Workers.byKind[row.Kind], row)
 	}
 	p.rt.leases.add(jobs)
 
@@ -200,11 +201,47 @@ func (p *producer) startBufferedLocked() {
 			continue // the lease was lost while the job waited
 		}
 		p.running++
-		p.jobs <- j
+		if n := len(p.idleWorkers); n > 0 {
+			inbox := p.idleWorkers[n-1]
+			p.idleWorkers = p.idleWorkers[:n-1]
+			inbox <- j // an idle worker's inbox is empty: this never blocks
+			continue
+		}
+		// No worker is idle, so fewer than running ≤ MaxWorkers exist.
+		p.workers.Go(func() { p.work(j) })
 	}
 }
 
-// run runs one attempt of j and hands its outcome to the completer.
+// work is a worker goroutine: it runs j, then each job handed to it while it
+// was idle, until stopWorkers.
+func (p *producer) work(j *heldJob) {
+	inbox := make(chan *heldJob, 1)
+	for {
+		p.run(j)
+		p.mu.Lock()
+		p.running--
+		if p.running == 0 && p.idle != nil {
+			close(p.idle)
+			p.idle = nil
+		}
+		if p.workersClosed {
+			p.mu.Unlock()
+			return
+		}
+		// Idle first, so that the next buffered job comes to this worker.
+		p.idleWorkers = append(p.idleWorkers, inbox)
+		p.startBufferedLocked()
+		p.mu.Unlock()
+		p.poke()
+		var ok bool
+		if j, ok = <-inbox; !ok {
+			return
+		}
+	}
+}
+
+// run runs one attempt of j and hands its outcome to the completer; work then
+// frees the slot.
 func (p *producer) run(j *heldJob) {
 	rt := p.rt
 	ctx := rt.handlerContext(j)
@@ -223,7 +260,7 @@ func (p *producer) run(j *heldJob) {
 
 	rt.events.emit(EventJobStarted, j.row, nil, 0)
 	start := time.Now()
-	err := invoke(ctx, entry, j.row)
+	err := invoke(ctx, j.work)
 	elapsed := time.Since(start)
 	fin := rt.finalization(j, entry, err, context.Cause(ctx), elapsed)
 
@@ -233,28 +270,33 @@ func (p *producer) run(j *heldJob) {
 	// 0.6 bug).
 	rt.handlerReturned(j)
 	rt.completer.submit(fin)
-	p.mu.Lock()
-	p.running--
-	if p.running == 0 && p.idle != nil {
-		close(p.idle)
-		p.idle = nil
+}
+
+// prepare returns the call of row's handler with its decoded args. A panic
+// while decoding (in an UnmarshalJSON method) is the attempt's error, as a
+// panic in the handler is.
+func prepare(entry *workerEntry, row *JobRow) (work func(context.Context) error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err := &PanicError{Value: r, Stack: string(debug.Stack())}
+			work = func(context.Context) error { return err }
+		}
+	}()
+	if entry == nil {
+		err := fmt.Errorf("no worker for kind %q in this client", row.Kind)
+		return func(context.Context) error { return err }
 	}
-	p.startBufferedLocked()
-	p.mu.Unlock()
-	p.poke()
+	return entry.prepare(row)
 }
 
 // invoke runs the handler, turning a panic into a PanicError.
-func invoke(ctx context.Context, entry *workerEntry, row *JobRow) (err error) {
+func invoke(ctx context.Context, work func(context.Context) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: string(debug.Stack())}
 		}
 	}()
-	if entry == nil {
-		return fmt.Errorf("no worker for kind %q in this client", row.Kind)
-	}
-	return entry.work(ctx, row)
+	return work(ctx)
 }
 
 // stopClaiming stops starting buffered jobs; the producer loop is stopped by its

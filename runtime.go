@@ -171,7 +171,6 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("weir: start maintenance: %w", err)
 	}
 	for _, p := range rt.producers {
-		p.startWorkers()
 		rt.producerLoops.Go(func() { p.loop(rt.claimCtx) })
 	}
 	c.rt = rt

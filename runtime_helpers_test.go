@@ -124,7 +124,8 @@ func (g *gate) expectStarted(t testing.TB) int64 {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // waitForFinalizeBlockedBy waits until an outcome write (the finalize statement,
-// recognised by its input columns) waits for a lock that tx holds.
+// or the one for batches of completions only, recognised by their text) waits
+// for a lock that tx holds.
 func (b *bundle) waitForFinalizeBlockedBy(t testing.TB, tx pgx.Tx) {
 	t.Helper()
 	var pid int
@@ -134,7 +135,8 @@ func (b *bundle) waitForFinalizeBlockedBy(t testing.TB, tx pgx.Tx) {
 	waitFor(t, 10*time.Second, "the outcome write to wait for the lock", func() bool {
 		var waiting bool
 		err := b.pool.QueryRow(testCtx(t), `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE $1 = ANY(pg_blocking_pids(pid)) AND query LIKE '%lease_token, outcome%'`, pid).Scan(&waiting)
+			WHERE $1 = ANY(pg_blocking_pids(pid))
+				AND (query LIKE '%lease_token, outcome%' OR query LIKE '%finalized_at = now(),%')`, pid).Scan(&waiting)
 		return err == nil && waiting
 	})
 }

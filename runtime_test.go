@@ -2,6 +2,7 @@ package weir_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -272,6 +273,78 @@ func TestQueuePause(t *testing.T) {
 	for _, name := range []string{"", "bad name"} {
 		if err := b.client.QueuePause(testCtx(t), name); !errors.Is(err, weir.ErrInvalid) {
 			t.Errorf("pause %q: %v", name, err)
+		}
+	}
+}
+
+// touchyArgs fails to decode as its mode says: with an error or a panic.
+type touchyArgs struct {
+	Mode string `json:"mode"`
+}
+
+func (touchyArgs) Kind() string { return "touchy" }
+
+func (a *touchyArgs) UnmarshalJSON(b []byte) error {
+	type plain touchyArgs
+	if err := json.Unmarshal(b, (*plain)(a)); err != nil {
+		return err
+	}
+	switch a.Mode {
+	case "error":
+		return errors.New("cannot read these args")
+	case "panic":
+		panic("args blew up")
+	}
+	return nil
+}
+
+// TestArgsDecodeFailures: args that fail to decode, with an error or a panic in
+// UnmarshalJSON, fail the attempt with that error (the panic with its stack),
+// never reach the handler, and leave the client working.
+func TestArgsDecodeFailures(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var ran sync.Map
+	workers := weir.NewWorkers()
+	weir.AddWorker(workers, weir.WorkFunc(func(_ context.Context, job *weir.Job[touchyArgs]) error {
+		ran.Store(job.Args.Mode, true)
+		return nil
+	}))
+	ids := map[string]int64{}
+	for _, mode := range []string{"error", "panic", "fine"} {
+		res, err := b.client.Insert(testCtx(t), touchyArgs{Mode: mode}, &weir.InsertOpts{MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[mode] = res.Job.ID
+	}
+	c, err := weir.NewClient(b.driver, fastConfig(workers, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	want := map[string]weir.JobState{"error": weir.JobStateDiscarded, "panic": weir.JobStateDiscarded, "fine": weir.JobStateCompleted}
+	waitFor(t, 30*time.Second, "every job to end", func() bool {
+		for mode, id := range ids {
+			if b.job(t, id).State != want[mode] {
+				return false
+			}
+		}
+		return true
+	})
+	if j := b.job(t, ids["error"]); len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "cannot read these args") {
+		t.Errorf("error: errors %+v", j.Errors)
+	}
+	if j := b.job(t, ids["panic"]); len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "args blew up") ||
+		!strings.Contains(j.Errors[0].Trace, "UnmarshalJSON") {
+		t.Errorf("panic: errors %+v", j.Errors)
+	}
+	for _, mode := range []string{"error", "panic"} {
+		if _, ok := ran.Load(mode); ok {
+			t.Errorf("the handler ran with args that did not decode (%s)", mode)
 		}
 	}
 }

@@ -32,8 +32,11 @@ type Workers struct {
 // workerEntry runs one kind's jobs without knowing T at the call site.
 type workerEntry struct {
 	kind string
-	// work decodes row's args into the worker's type and runs the worker.
-	work func(ctx context.Context, row *JobRow) error
+	// prepare decodes row's args into the worker's type and returns the call of
+	// the worker with them (or one that returns the decoding error). The
+	// producer's claiming goroutine prepares each job, so that decoding does not
+	// grow the stack of every handler goroutine anew.
+	prepare func(row *JobRow) func(ctx context.Context) error
 	// timeout and retry are the worker's own, when it has them.
 	timeout func(row *JobRow) time.Duration
 	retry   RetryPolicy
@@ -72,12 +75,13 @@ func AddWorkerSafely[T JobArgs](workers *Workers, worker Worker[T]) error {
 	}
 	entry := &workerEntry{
 		kind: kind,
-		work: func(ctx context.Context, row *JobRow) error {
+		prepare: func(row *JobRow) func(ctx context.Context) error {
 			job := &Job[T]{JobRow: row}
 			if err := json.Unmarshal(row.Args, &job.Args); err != nil {
-				return fmt.Errorf("decode args of kind %q: %w", kind, err)
+				err = fmt.Errorf("decode args of kind %q: %w", kind, err)
+				return func(context.Context) error { return err }
 			}
-			return worker.Work(ctx, job)
+			return func(ctx context.Context) error { return worker.Work(ctx, job) }
 		},
 	}
 	if w, ok := worker.(WorkerWithTimeout); ok {

@@ -30,10 +30,10 @@ func TestAddWorkerDecodesArgs(t *testing.T) {
 		t.Fatal("no worker registered for greet")
 	}
 	row := &JobRow{Kind: "greet", Args: json.RawMessage(`{"name":"ada"}`)}
-	if err := entry.work(context.Background(), row); err != nil || got != "ada@greet" {
+	if err := entry.prepare(row)(context.Background()); err != nil || got != "ada@greet" {
 		t.Fatalf("work: %v, got %q", err, got)
 	}
-	if err := entry.work(context.Background(), &JobRow{Kind: "greet", Args: json.RawMessage(`[1]`)}); err == nil {
+	if err := entry.prepare(&JobRow{Kind: "greet", Args: json.RawMessage(`[1]`)})(context.Background()); err == nil {
 		t.Fatal("args that do not decode were accepted")
 	}
 }

@@ -47,6 +47,7 @@ func Run(t *testing.T, setup Setup) {
 		{"FinalizeOutcomes", testFinalizeOutcomes},
 		{"FinalizeStaleChangesNothing", testFinalizeStaleChangesNothing},
 		{"FinalizeCancelRequested", testFinalizeCancelRequested},
+		{"FinalizeCompletionsBatch", testFinalizeCompletionsBatch},
 		{"FinalizeRetryPastMaxAttempts", testFinalizeRetryPastMaxAttempts},
 		{"RuntimeNotifies", testRuntimeNotifies},
 		{"Renew", testRenew},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -525,6 +526,42 @@ func testFinalizeCancelRequested(t *testing.T, d weirdriver.Driver) {
 			got.Attempt != 1 || got.ReleaseCount != 0 {
 			t.Fatalf("%s after a cancel request: state %s finalized %v lease %v attempt %d released %d, want cancelled",
 				outcomes[i], got.State, got.FinalizedAt, got.LeaseExpiresAt, got.Attempt, got.ReleaseCount)
+		}
+	}
+}
+
+// testFinalizeCompletionsBatch is a batch of completions only, which a driver
+// may write with a statement of its own: each row is fenced by its own token,
+// a cancel request still wins, an unknown job changes nothing, and the result
+// follows the input's order.
+func testFinalizeCompletionsBatch(t *testing.T, d weirdriver.Driver) {
+	done := claimOne(t, d, "cb-done", 3, time.Minute)
+	stale := claimOne(t, d, "cb-stale", 3, time.Minute)
+	wanted := claimOne(t, d, "cb-cancel", 3, time.Minute)
+	if _, err := d.Executor().JobCancel(ctx(t), wanted.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := getJob(t, d, stale.ID)
+	applied := finalize(t, d,
+		&weirdriver.JobFinalizeParams{ID: stale.ID, LeaseToken: stale.LeaseToken + 1, Outcome: weirdriver.OutcomeCompleted},
+		&weirdriver.JobFinalizeParams{ID: done.ID, LeaseToken: done.LeaseToken, Outcome: weirdriver.OutcomeCompleted},
+		&weirdriver.JobFinalizeParams{ID: 987654321, LeaseToken: 1, Outcome: weirdriver.OutcomeCompleted},
+		&weirdriver.JobFinalizeParams{ID: wanted.ID, LeaseToken: wanted.LeaseToken, Outcome: weirdriver.OutcomeCompleted},
+	)
+	if want := []bool{false, true, false, true}; !slices.Equal(applied, want) {
+		t.Fatalf("applied %v, want %v", applied, want)
+	}
+	if got := getJob(t, d, stale.ID); !reflect.DeepEqual(got, before) {
+		t.Fatalf("a stale completion changed the job:\n%+v\nwas\n%+v", got, before)
+	}
+	for _, c := range []struct {
+		id    int64
+		state weirtype.JobState
+	}{{done.ID, weirtype.JobStateCompleted}, {wanted.ID, weirtype.JobStateCancelled}} {
+		got := getJob(t, d, c.id)
+		if got.State != c.state || got.FinalizedAt == nil || got.LeaseExpiresAt != nil || got.Attempt != 1 {
+			t.Fatalf("job %d: state %s finalized %v lease %v attempt %d, want %s",
+				c.id, got.State, got.FinalizedAt, got.LeaseExpiresAt, got.Attempt, c.state)
 		}
 	}
 }

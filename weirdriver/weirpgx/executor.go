@@ -391,11 +391,13 @@ type jobScan struct {
 
 func (s *jobScan) dest() []any {
 	j := &s.job
+	// Args and metadata are read as bytes: into a json.RawMessage, pgx would
+	// run the JSON decoder over them only to copy them.
 	return []any{
-		&j.ID, &j.State, &j.Queue, &j.Kind, &j.Args, &j.Priority, &j.Attempt,
+		&j.ID, &j.State, &j.Queue, &j.Kind, (*[]byte)(&j.Args), &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &j.ScheduledAt, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt,
 		&j.LeaseToken, &j.LeaseExpiresAt, &s.attemptedBy, &s.errors, &s.tags,
-		&j.Metadata, &j.UniqueKey, &s.uniqueStates, &j.ReleaseCount, &j.CancelRequestedAt,
+		(*[]byte)(&j.Metadata), &j.UniqueKey, &s.uniqueStates, &j.ReleaseCount, &j.CancelRequestedAt,
 	}
 }
 

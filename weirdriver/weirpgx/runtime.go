@@ -33,6 +33,12 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 	if len(params) == 0 {
 		return nil, nil
 	}
+	if err := weirdriver.CheckFinalize(params); err != nil {
+		return nil, fmt.Errorf("finalize jobs: %w", err)
+	}
+	if allPlainCompletions(params) {
+		return e.jobComplete(ctx, params)
+	}
 	n := len(params)
 	var (
 		ids        = make([]int64, n)
@@ -44,9 +50,6 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		errMessage = make([]pgtype.Text, n)
 		errTrace   = make([]pgtype.Text, n)
 	)
-	if err := weirdriver.CheckFinalize(params); err != nil {
-		return nil, fmt.Errorf("finalize jobs: %w", err)
-	}
 	for i, p := range params {
 		ids[i], tokens[i], outcomes[i] = p.ID, p.LeaseToken, string(p.Outcome)
 		if !p.ScheduledAt.IsZero() {
@@ -86,6 +89,50 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 	}
 	if got != n {
 		return nil, fmt.Errorf("finalize jobs: got %d rows back for %d outcomes", got, n)
+	}
+	return applied, nil
+}
+
+// allPlainCompletions reports whether every outcome is a completion with no
+// error and no schedule, which jobComplete writes.
+func allPlainCompletions(params []*weirdriver.JobFinalizeParams) bool {
+	for _, p := range params {
+		if p.Outcome != weirdriver.OutcomeCompleted || p.Error != nil || !p.ScheduledAt.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// jobComplete is JobFinalize for a batch of plain completions. The statement
+// returns the ids it applied to; params holds each id once (CheckFinalize).
+func (e *executor) jobComplete(ctx context.Context, params []*weirdriver.JobFinalizeParams) ([]bool, error) {
+	n := len(params)
+	ids, tokens := make([]int64, n), make([]int64, n)
+	at := make(map[int64]int, n)
+	for i, p := range params {
+		ids[i], tokens[i] = p.ID, p.LeaseToken
+		at[p.ID] = i
+	}
+	r, err := e.db.Query(ctx, e.q.jobComplete, ids, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("finalize jobs: %w", err)
+	}
+	defer r.Close()
+	applied := make([]bool, n)
+	var id int64
+	for r.Next() {
+		if err := r.Scan(&id); err != nil {
+			return nil, fmt.Errorf("finalize jobs: %w", err)
+		}
+		i, ok := at[id]
+		if !ok || applied[i] {
+			return nil, fmt.Errorf("finalize jobs: job %d came back unasked or twice", id)
+		}
+		applied[i] = true
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("finalize jobs: %w", err)
 	}
 	return applied, nil
 }

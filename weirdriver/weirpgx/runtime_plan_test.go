@@ -74,6 +74,7 @@ LATERAL (SELECT CASE
 		{"claim", q.jobClaim, []string{"weir_job_available_idx"}, []any{"q3", 10, int64(60e6), "c"}},
 		{"finalize", q.jobFinalize, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, outcomes,
 			nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), q.insertChannel}},
+		{"complete", q.jobComplete, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens}},
 		{"renew", q.jobRenew, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, int64(60e6)}},
 		{"rescue", q.jobRescue, []string{"weir_job_running_idx"}, []any{100, "lost"}},
 		{"schedule", q.jobSchedule, []string{"weir_job_pending_idx"}, []any{100, q.insertChannel}},

@@ -77,7 +77,8 @@ type Executor interface {
 	// database has it) and returns them in order.
 	JobInsertBulk(ctx context.Context, params []*JobInsertParams) ([]*weirtype.JobRow, error)
 	// NotifyInsert wakes workers of the given queues when the current transaction
-	// commits (at once outside a transaction).
+	// commits; outside a transaction, soon (a driver may coalesce the
+	// notifications of concurrent callers).
 	NotifyInsert(ctx context.Context, queues []string) error
 
 	JobGet(ctx context.Context, id int64) (*weirtype.JobRow, error)

@@ -52,6 +52,7 @@ func commands() []*command {
 		enqueueCommand,
 		jobsCommand,
 		queuesCommand,
+		benchCommand,
 		versionCommand,
 	}
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, setup Setup) {
 		{"FinalizeStaleChangesNothing", testFinalizeStaleChangesNothing},
 		{"FinalizeCancelRequested", testFinalizeCancelRequested},
 		{"FinalizeCompletionsBatch", testFinalizeCompletionsBatch},
+		{"InsertNotifies", testInsertNotifies},
 		{"FinalizeRetryPastMaxAttempts", testFinalizeRetryPastMaxAttempts},
 		{"RuntimeNotifies", testRuntimeNotifies},
 		{"Renew", testRenew},

@@ -587,6 +587,33 @@ func testFinalizeRetryPastMaxAttempts(t *testing.T, d weirdriver.Driver) {
 
 // testRuntimeNotifies checks that the statements that make jobs available wake
 // workers of those queues, and the others do not.
+// testInsertNotifies: an insert outside a transaction wakes the workers of each
+// queue that got an available job, once it has committed; a scheduled job and
+// a duplicate wake nobody.
+func testInsertNotifies(t *testing.T, d weirdriver.Driver) {
+	l := listen(t, d, d.InsertChannel())
+	unique := func() *weirdriver.JobInsertParams {
+		p := params("u", "ins-unique", `{}`)
+		p.UniqueKey = []byte("notify-key")
+		p.UniqueStates = []weirtype.JobState{weirtype.JobStateAvailable}
+		return p
+	}
+	later := params("k", "ins-later", `{}`)
+	later.ScheduledAt = time.Now().Add(time.Hour)
+	insertOne(t, d, params("k", "ins-now", `{}`))
+	insertOne(t, d, later)
+	insertOne(t, d, unique())
+	if got := notificationsBefore(t, d, l, "marker-1"); !slices.Equal(got, []string{"ins-now", "ins-unique"}) {
+		t.Fatalf("inserts notified %v, want [ins-now ins-unique]", got)
+	}
+	if res, err := d.Executor().JobInsert(ctx(t), []*weirdriver.JobInsertParams{unique()}); err != nil || !res[0].Duplicate {
+		t.Fatalf("second unique insert: %+v, %v; want a duplicate", res, err)
+	}
+	if got := notificationsBefore(t, d, l, "marker-2"); len(got) != 0 {
+		t.Fatalf("a duplicate insert notified %v", got)
+	}
+}
+
 func testRuntimeNotifies(t *testing.T, d weirdriver.Driver) {
 	lease := time.Minute
 	retry := claimOne(t, d, "n-retry", 3, lease)
@@ -986,8 +1013,8 @@ func testListen(t *testing.T, d weirdriver.Driver) {
 		t.Fatalf("wait with nothing sent: %+v, %v; want a deadline error", n, err)
 	}
 
-	// A notification sent in a transaction arrives at its commit: after one sent
-	// outside it in the meantime.
+	// A notification sent in a transaction arrives at its commit, not before;
+	// one sent outside a transaction arrives meanwhile.
 	tx, err := d.Executor().Begin(ctx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -999,10 +1026,8 @@ func testListen(t *testing.T, d weirdriver.Driver) {
 	if err := d.Executor().NotifyInsert(ctx(t), []string{"outside"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"outside", "in-tx"} {
+	expect := func(want string) {
+		t.Helper()
 		n, err := l.WaitForNotification(ctx(t))
 		if err != nil {
 			t.Fatal(err)
@@ -1011,6 +1036,11 @@ func testListen(t *testing.T, d weirdriver.Driver) {
 			t.Fatalf("got %+v, want %q on %s", n, want, d.InsertChannel())
 		}
 	}
+	expect("outside")
+	if err := tx.Commit(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	expect("in-tx")
 
 	// Cancelling a running job tells its client on the control channel.
 	job := claimOne(t, d, "l", 3, time.Minute)

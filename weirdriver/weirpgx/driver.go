@@ -29,9 +29,10 @@ type Config struct {
 
 // Driver keeps jobs in PostgreSQL.
 type Driver struct {
-	pool   *pgxpool.Pool
-	schema string
-	q      *queries
+	pool     *pgxpool.Pool
+	schema   string
+	q        *queries
+	notifier *notifier
 }
 
 // schemaPattern keeps names short enough that the notification channels
@@ -50,7 +51,8 @@ func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
 	if err := ValidateSchema(schema); err != nil {
 		return nil, err
 	}
-	return &Driver{pool: pool, schema: schema, q: newQueries(schema)}, nil
+	q := newQueries(schema)
+	return &Driver{pool: pool, schema: schema, q: q, notifier: newNotifier(pool, q)}, nil
 }
 
 // ValidateSchema reports whether name can be weir's schema.
@@ -72,7 +74,7 @@ func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
 // Executor implements weirdriver.Driver.
 func (d *Driver) Executor() weirdriver.Executor {
-	return &executor{db: d.pool, q: d.q}
+	return &executor{db: d.pool, q: d.q, notifier: d.notifier}
 }
 
 // UnwrapTx implements weirdriver.Driver. It takes a pgx.Tx, or a *sql.Tx opened on

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,9 @@ type pgxDB interface {
 type executor struct {
 	db pgxDB
 	q  *queries
+	// notifier is set on the pool's executor, where each statement commits on
+	// its own: inserts there leave their notifications to it.
+	notifier *notifier
 }
 
 // rows is what pgx.Rows and *sql.Rows have in common, for scanning.
@@ -62,12 +66,31 @@ func (e *executor) JobInsert(ctx context.Context, params []*weirdriver.JobInsert
 	if err != nil {
 		return nil, err
 	}
-	r, err := e.db.Query(ctx, e.q.jobInsert, input, e.q.insertChannel)
+	if e.notifier == nil {
+		r, err := e.db.Query(ctx, e.q.jobInsert, input, e.q.insertChannel)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		defer r.Close()
+		return scanInsertResults(r, len(params))
+	}
+	r, err := e.db.Query(ctx, e.q.jobInsertQuiet, input, e.q.insertChannel)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
-	defer r.Close()
-	return scanInsertResults(r, len(params))
+	results, err := scanInsertResults(r, len(params))
+	r.Close() // all rows are read: the statement's transaction has committed
+	if err != nil {
+		return nil, err
+	}
+	var queues []string
+	for _, res := range results {
+		if !res.Duplicate && res.Job.State == weirtype.JobStateAvailable && !slices.Contains(queues, res.Job.Queue) {
+			queues = append(queues, res.Job.Queue)
+		}
+	}
+	e.notifier.notify(queues)
+	return results, nil
 }
 
 func (e *executor) JobInsertBulk(ctx context.Context, params []*weirdriver.JobInsertParams) (_ []*weirtype.JobRow, err error) {
@@ -100,6 +123,10 @@ func (e *executor) JobInsertBulk(ctx context.Context, params []*weirdriver.JobIn
 func (e *executor) NotifyInsert(ctx context.Context, queues []string) (err error) {
 	defer func() { err = schemaErr(err) }()
 	if len(queues) == 0 {
+		return nil
+	}
+	if e.notifier != nil {
+		e.notifier.notify(queues)
 		return nil
 	}
 	if _, err := e.db.Exec(ctx, e.q.notifyInsert, e.q.insertChannel, queues); err != nil {

@@ -20,17 +20,19 @@ type queries struct {
 	insertChannel  string
 	controlChannel string
 
-	jobInsert    string
-	jobIDs       string
-	notifyInsert string
-	jobGet       string
-	jobCancel    string
-	jobRetry     string
-	jobDelete    string
-	jobState     string
-	queueList    string
-	queuePause   string
-	queueResume  string
+	jobInsert      string
+	jobIDs         string
+	notifyInsert   string
+	notifyAsync    string
+	jobInsertQuiet string
+	jobGet         string
+	jobCancel      string
+	jobRetry       string
+	jobDelete      string
+	jobState       string
+	queueList      string
+	queuePause     string
+	queueResume    string
 
 	runtimeQueries
 }
@@ -84,9 +86,21 @@ SELECT {cols}, duplicate
 FROM inserted
 WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END`)
 
+	// The same without the notification, for inserts that commit on their own
+	// and leave notifying to the notifier.
+	q.jobInsertQuiet = strings.Replace(q.jobInsert,
+		"WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END",
+		"WHERE $2::text IS NOT NULL", 1)
+
 	// Bulk inserts take their ids and the transaction's clock first, then COPY.
 	q.jobIDs = fill(`SELECT now(), array(SELECT nextval('{seq}') FROM generate_series(1, $1::integer))`)
 	q.notifyInsert = `SELECT count(pg_notify($1, q)) FROM unnest($2::text[]) AS q`
+	// The notifier's statement, a transaction of its own that writes nothing
+	// durable: its commit need not wait for a WAL flush (set_config(..., true)
+	// lasts until the statement's implicit transaction ends, after its commit
+	// record is written).
+	q.notifyAsync = `SELECT set_config('synchronous_commit', 'off', true), count(pg_notify($1, q))
+FROM unnest($2::text[]) AS q`
 
 	q.jobGet = fill(`SELECT {cols} FROM {job} WHERE id = $1`)
 	q.jobState = fill(`SELECT state FROM {job} WHERE id = $1`)

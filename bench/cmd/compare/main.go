@@ -1,6 +1,8 @@
 // Command compare runs weir and River side by side on one PostgreSQL, in one
-// run, and prints each workload's median and range per system and the ratio
-// weir/River. See bench/README.md.
+// run, with weir's benchmark engine (github.com/weirq/weir/weirbench): each
+// workload alternates the two systems round by round, and the report gives
+// each figure's median and range per system and the ratio weir/River, as a
+// table on stdout and a plot. See bench/README.md.
 package main
 
 import (
@@ -8,127 +10,124 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"runtime"
-	"slices"
+	"path/filepath"
+	"runtime/debug"
 	"strings"
-	"time"
+	"syscall"
+
+	"github.com/weirq/weir/weirbench"
 )
 
-type options struct {
-	databaseURL    string
-	rounds         int
-	drainJobs      int
-	insertJobs     int
-	batch          int
-	insertDuration time.Duration
-	drainTimeout   time.Duration
-	maxConns       int
-	weirMaxWorkers int
-	weirPrefetch   int
-	workloads      string
-	jsonPath       string
-}
-
 func main() {
-	var o options
-	flag.StringVar(&o.databaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL to run on")
-	flag.IntVar(&o.rounds, "rounds", 3, "runs of each workload per system, alternating weir and River")
-	flag.IntVar(&o.drainJobs, "drain-jobs", 200_000, "jobs inserted and then drained in W1")
-	flag.IntVar(&o.insertJobs, "insert-jobs", 200_000, "jobs bulk-inserted in W4")
-	flag.IntVar(&o.batch, "batch", 5_000, "jobs per bulk insert")
-	insertSeconds := flag.Int("insert-seconds", 10, "how long each single-insert run lasts, in seconds")
-	flag.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Minute, "give up a drain after this long")
-	flag.IntVar(&o.maxConns, "max-conns", 20, "pool size of each system's client")
-	flag.IntVar(&o.weirMaxWorkers, "weir-max-workers", 1000, "weir's MaxWorkers in W1")
-	flag.IntVar(&o.weirPrefetch, "weir-prefetch", 1000, "weir's Prefetch in W1")
-	flag.StringVar(&o.workloads, "workloads", "drain,bulk,single1,single8", "workloads to run, comma-separated")
-	flag.StringVar(&o.jsonPath, "json", "", "also write the raw figures to this file as JSON")
+	o := weirbench.DefaultOptions()
+	databaseURL := flag.String("database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL `URL` to run on")
+	weirMaxWorkers := flag.Int("weir-max-workers", 1000, "weir's MaxWorkers with its throughput settings (W1, W2)")
+	weirPrefetch := flag.Int("weir-prefetch", 1000, "weir's Prefetch with its throughput settings (W1, W2, W5)")
+	o.RegisterFlags(flag.CommandLine)
+	jsonPath := flag.String("json", "", "also write every round's figures to `FILE` as JSON")
+	plotPath := flag.String("plot", "results/compare.svg", "write the plot to `FILE` as SVG (empty: none)")
+	replot := flag.String("replot", "", "run nothing: print the table of the report a --json run wrote to `FILE`, and write its plot")
 	flag.Parse()
-	o.insertDuration = time.Duration(*insertSeconds) * time.Second
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "compare:", err)
-		os.Exit(1)
+	if flag.NArg() > 0 {
+		fail(fmt.Errorf("unexpected argument %q", flag.Arg(0)))
 	}
-}
-
-// report is what --json writes.
-type report struct {
-	Date     string                          `json:"date"`
-	Command  []string                        `json:"command"` // as run from bench/
-	CPUs     int                             `json:"cpus"`
-	Settings map[string]string               `json:"settings"`
-	Results  map[string]map[string][]float64 `json:"results"` // figure → system → one value per round
-}
-
-func run(ctx context.Context, o options) error {
-	admin, err := openPool(ctx, o.databaseURL, "bench_admin", 2)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	b := &bench{opts: o, admin: admin}
-	systems := []system{
-		&weirSystem{schema: "bench_weir", maxWorkers: o.weirMaxWorkers, prefetch: o.weirPrefetch},
-		&riverSystem{schema: "bench_river"},
-	}
-	for _, sys := range systems {
-		if err := sys.Migrate(ctx, admin); err != nil {
-			return err
+	if *replot != "" {
+		data, err := os.ReadFile(*replot)
+		if err != nil {
+			fail(err)
 		}
+		var rep weirbench.Report
+		if err := json.Unmarshal(data, &rep); err != nil {
+			fail(fmt.Errorf("%s: %w", *replot, err))
+		}
+		write(&rep, "", *plotPath)
+		return
 	}
-	rep := report{
-		Date:    time.Now().UTC().Format(time.RFC3339),
-		Command: append([]string{"go", "run", "./cmd/compare"}, os.Args[1:]...),
-		CPUs:    runtime.NumCPU(),
-		Results: map[string]map[string][]float64{},
-	}
-	if rep.Settings, err = readSettings(ctx, admin); err != nil {
-		return err
+	systems := []weirbench.System{
+		weirbench.Weir(weirbench.WeirConfig{Schema: "weirbench_weir", MaxWorkers: *weirMaxWorkers, Prefetch: *weirPrefetch}),
+		&riverSystem{schema: "weirbench_river"},
 	}
 
-	chosen := strings.Split(o.workloads, ",")
-	for _, w := range b.workloads() {
-		if !slices.Contains(chosen, w.name) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Re-executed as W5's worker process.
+	if spec := os.Getenv(weirbench.ChildEnv); spec != "" {
+		if err := weirbench.RunChild(ctx, spec, os.Stdout, os.Stderr, systems...); err != nil {
+			fail(err)
+		}
+		return
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		fail(err)
+	}
+	o.DatabaseURL = *databaseURL
+	o.Title = "weir (working tree) vs River " + riverVersion()
+	o.Command = strings.Join(append([]string{"cd bench && go run ./cmd/compare"}, os.Args[1:]...), " ")
+	o.Progress = os.Stderr
+	o.ChildCommand = append([]string{exe}, os.Args[1:]...)
+	rep, err := weirbench.Run(ctx, o, systems...)
+	if rep != nil && len(rep.Figures) > 0 {
+		write(rep, *jsonPath, *plotPath)
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+// write prints rep's table on stdout and writes its JSON and its plot to
+// the files named, if any.
+func write(rep *weirbench.Report, jsonPath, plotPath string) {
+	if err := rep.WriteTable(os.Stdout); err != nil {
+		fail(err)
+	}
+	for _, out := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{{jsonPath, rep.WriteJSON}, {plotPath, rep.WriteSVG}} {
+		if out.path == "" {
 			continue
 		}
-		for round := 1; round <= o.rounds; round++ {
-			for _, sys := range systems {
-				figures, err := w.run(ctx, sys)
-				if err != nil {
-					return fmt.Errorf("%s on %s, round %d: %w", w.name, sys.Name(), round, err)
-				}
-				var line []string
-				for _, m := range metricOrder {
-					if v, ok := figures[m]; ok {
-						rep.add(m, sys.Name(), v)
-						line = append(line, m+" "+format(m, v))
-					}
-				}
-				fmt.Fprintf(os.Stderr, "%s %d/%d %s: %s\n", w.name, round, o.rounds, sys.Name(), strings.Join(line, "; "))
+		if err := writeFile(out.path, out.write); err != nil {
+			fail(err)
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s\n", out.path)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "compare:", err)
+	os.Exit(1)
+}
+
+// riverVersion is the version of River this program was built with.
+func riverVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range info.Deps {
+			if m.Path == "github.com/riverqueue/river" {
+				return m.Version
 			}
 		}
 	}
-	rep.print(o, systems)
-	if o.jsonPath != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.jsonPath, append(data, '\n'), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", o.jsonPath, err)
-		}
-	}
-	return nil
+	return "(version unknown)"
 }
 
-func (r *report) add(metric, sys string, v float64) {
-	if r.Results[metric] == nil {
-		r.Results[metric] = map[string][]float64{}
+// writeFile writes path with write, creating its directory.
+func writeFile(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
 	}
-	r.Results[metric][sys] = append(r.Results[metric][sys], v)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }

@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,25 +14,41 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/weirq/weir/weirbench"
 )
 
-// riverSystem is River with the settings of its own `river bench`: 2,000 workers
-// on the default queue, a fetch cooldown of 2 ms and a fetch poll interval of
-// 20 ms; other settings are River's defaults.
+// riverSystem is River as a system under test. With Throughput and Latency it
+// has the settings of its own `river bench`: 2,000 handlers on the default
+// queue, a fetch cooldown of 2 ms and a fetch poll interval of 20 ms; with
+// Defaults, River's defaults and 100 handlers. A client that only inserts has
+// River's defaults.
 type riverSystem struct {
 	schema string
 }
 
 func (s *riverSystem) Name() string     { return "river" }
-func (s *riverSystem) JobTable() string { return s.schema + ".river_job" }
+func (s *riverSystem) Schema() string   { return s.schema }
+func (s *riverSystem) JobTable() string { return pgx.Identifier{s.schema, "river_job"}.Sanitize() }
+
+const (
+	benchWorkers       = 2000
+	benchFetchCooldown = 2 * time.Millisecond
+	benchFetchPoll     = 20 * time.Millisecond
+	defaultWorkers     = 100
+)
+
+func (s *riverSystem) Describe(set weirbench.Settings) string {
+	if set == weirbench.Defaults {
+		return fmt.Sprintf("MaxWorkers %d, the rest default", defaultWorkers)
+	}
+	return fmt.Sprintf("MaxWorkers %d, FetchCooldown %s, FetchPollInterval %s (river bench's), the rest default",
+		benchWorkers, benchFetchCooldown, benchFetchPoll)
+}
 
 func (s *riverSystem) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	// River's migrator targets a schema but does not create it.
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{s.schema}.Sanitize()); err != nil {
-		return fmt.Errorf("create schema %s: %w", s.schema, err)
-	}
 	m, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{
-		Logger: warnLogger,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Schema: s.schema,
 	})
 	if err != nil {
@@ -40,69 +60,84 @@ func (s *riverSystem) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-func (s *riverSystem) Open(pool *pgxpool.Pool, work bool) (client, error) {
-	cfg := &river.Config{Logger: warnLogger, Schema: s.schema}
-	if work {
-		cfg.FetchCooldown = 2 * time.Millisecond
-		cfg.FetchPollInterval = 20 * time.Millisecond
-		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2000}}
-		cfg.Workers = river.NewWorkers()
-		river.AddWorker(cfg.Workers, river.WorkFunc(func(context.Context, *river.Job[noop]) error { return nil }))
+func (s *riverSystem) Open(pool *pgxpool.Pool, cfg weirbench.ClientConfig) (weirbench.Client, error) {
+	rcfg := &river.Config{Logger: cfg.Logger, Schema: s.schema}
+	if cfg.Work {
+		workers := defaultWorkers
+		if cfg.Settings != weirbench.Defaults {
+			workers = benchWorkers
+			rcfg.FetchCooldown = benchFetchCooldown
+			rcfg.FetchPollInterval = benchFetchPoll
+		}
+		if cfg.MaxWorkers > 0 {
+			workers = cfg.MaxWorkers
+		}
+		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}}
+		rcfg.Workers = river.NewWorkers()
+		onStart := cfg.OnStart
+		river.AddWorker(rcfg.Workers, river.WorkFunc(func(_ context.Context, job *river.Job[weirbench.NoopArgs]) error {
+			if onStart != nil {
+				onStart(job.Args.Seq)
+			}
+			return nil
+		}))
 	}
-	c, err := river.NewClient(riverpgxv5.New(pool), cfg)
+	c, err := river.NewClient(riverpgxv5.New(pool), rcfg)
 	if err != nil {
 		return nil, err
 	}
-	return &riverClient{c: c}, nil
+	rc := &riverClient{c: c}
+	if cfg.Work {
+		// Completions are counted as `river bench` counts them, by the
+		// completed events, which River sends once the completing statement
+		// has committed. A full channel drops events: a goroutine empties it,
+		// and its buffer holds several seconds of them.
+		events, cancel := c.SubscribeConfig(&river.SubscribeConfig{
+			ChanSize: 100_000,
+			Kinds:    []river.EventKind{river.EventKindJobCompleted},
+		})
+		rc.unsubscribe = cancel
+		rc.counted.Add(1)
+		go func() {
+			defer rc.counted.Done()
+			for range events {
+				rc.completed.Add(1)
+			}
+		}()
+	}
+	return rc, nil
 }
 
-type riverClient struct{ c *river.Client[pgx.Tx] }
+type riverClient struct {
+	c           *river.Client[pgx.Tx]
+	completed   atomic.Int64
+	unsubscribe func()
+	counted     sync.WaitGroup // the counting goroutine
+}
 
-func (r *riverClient) InsertMany(ctx context.Context, n int) error {
+func (r *riverClient) InsertMany(ctx context.Context, first int64, n int) error {
 	params := make([]river.InsertManyParams, n)
 	for i := range params {
-		params[i].Args = noop{N: i}
+		params[i].Args = weirbench.NoopArgs{Seq: first + int64(i)}
 	}
 	_, err := r.c.InsertManyFast(ctx, params)
 	return err
 }
 
-func (r *riverClient) Insert(ctx context.Context) error {
-	_, err := r.c.Insert(ctx, noop{}, nil)
+func (r *riverClient) Insert(ctx context.Context, seq int64) error {
+	_, err := r.c.Insert(ctx, weirbench.NoopArgs{Seq: seq}, nil)
 	return err
 }
 
-// Drain counts completed events, as `river bench` does: River sends one only
-// after the statement that completed the job has committed. The channel holds
-// every event, so none is dropped.
-func (r *riverClient) Drain(ctx context.Context, n int) (time.Duration, error) {
-	events, cancel := r.c.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: n,
-		Kinds:    []river.EventKind{river.EventKindJobCompleted},
-	})
-	defer cancel()
-	start := time.Now()
-	if err := r.c.Start(ctx); err != nil {
-		return 0, err
-	}
-	for done := 0; done < n; done++ {
-		select {
-		case <-ctx.Done():
-			r.stop()
-			return 0, fmt.Errorf("river drained %d of %d jobs: %w", done, n, ctx.Err())
-		case e := <-events:
-			if e == nil {
-				r.stop()
-				return 0, fmt.Errorf("river: subscription closed after %d of %d jobs", done, n)
-			}
-		}
-	}
-	elapsed := time.Since(start)
-	return elapsed, r.stop()
-}
+func (r *riverClient) Start(ctx context.Context) error { return r.c.Start(ctx) }
 
-func (r *riverClient) stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), stopBudget)
-	defer cancel()
-	return r.c.Stop(ctx)
+func (r *riverClient) Completed() int64 { return r.completed.Load() }
+
+func (r *riverClient) Stop(ctx context.Context) error {
+	err := r.c.Stop(ctx)
+	if r.unsubscribe != nil {
+		r.unsubscribe()
+		r.counted.Wait()
+	}
+	return err
 }

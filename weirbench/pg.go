@@ -1,18 +1,24 @@
-package main
+package weirbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// serverSettings are the PostgreSQL settings printed at the top of the report.
+// serverSettings are the PostgreSQL settings the report prints.
 var serverSettings = []string{
 	"server_version", "shared_buffers", "synchronous_commit", "fsync",
 	"full_page_writes", "max_wal_size", "autovacuum",
 }
+
+// schemaMark is the comment by which Run knows a schema as its own.
+const schemaMark = "weirbench: scratch schema of the benchmark; its job tables are truncated at every run"
 
 // openPool opens a pool of at most maxConns connections whose backends carry the
 // application name app, so that waitGone can tell when they have exited.
@@ -56,6 +62,37 @@ func waitGone(ctx context.Context, admin *pgxpool.Pool, app string) error {
 	}
 }
 
+// claimSchema makes sure schema is the benchmark's: it creates it with the mark,
+// marks an existing one that holds no tables, and refuses one that holds tables
+// without the mark.
+func claimSchema(ctx context.Context, admin *pgxpool.Pool, schema string) error {
+	ident := pgx.Identifier{schema}.Sanitize()
+	var (
+		comment *string
+		tables  int
+	)
+	err := admin.QueryRow(ctx, `SELECT obj_description(n.oid, 'pg_namespace'),
+		(SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
+		FROM pg_namespace n WHERE n.nspname = $1`, schema).Scan(&comment, &tables)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := admin.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident); err != nil {
+			return fmt.Errorf("create schema %s: %w", schema, err)
+		}
+	case err != nil:
+		return fmt.Errorf("look up schema %s: %w", schema, err)
+	case comment != nil && *comment == schemaMark:
+		return nil
+	case tables > 0:
+		return fmt.Errorf("schema %q holds tables and was not made by the benchmark, which truncates its job table: "+
+			"name a schema of its own (or, if it is a benchmark's own from before the benchmark marked its schemas, drop it)", schema)
+	}
+	if _, err := admin.Exec(ctx, "COMMENT ON SCHEMA "+ident+" IS '"+schemaMark+"'"); err != nil {
+		return fmt.Errorf("mark schema %s: %w", schema, err)
+	}
+	return nil
+}
+
 func readSettings(ctx context.Context, admin *pgxpool.Pool) (map[string]string, error) {
 	out := map[string]string{}
 	for _, name := range serverSettings {
@@ -73,6 +110,16 @@ func reset(ctx context.Context, admin *pgxpool.Pool, table string) error {
 	for _, sql := range []string{"TRUNCATE " + table, "VACUUM ANALYZE " + table} {
 		if _, err := admin.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("reset %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// execSQL runs each statement.
+func execSQL(ctx context.Context, admin *pgxpool.Pool, sqls ...string) error {
+	for _, sql := range sqls {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("%s: %w", sql, err)
 		}
 	}
 	return nil
@@ -99,7 +146,8 @@ type tableStats struct {
 
 func readTableStats(ctx context.Context, admin *pgxpool.Pool, table string) (tableStats, error) {
 	var s tableStats
-	if _, err := admin.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+	// Our own backend's pending counters; the function is PostgreSQL 15's.
+	if _, err := admin.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil && !isUndefinedFunction(err) {
 		return s, fmt.Errorf("flush statistics: %w", err)
 	}
 	err := admin.QueryRow(ctx, `SELECT n_dead_tup, n_tup_upd, n_tup_hot_upd, autovacuum_count
@@ -111,11 +159,26 @@ func readTableStats(ctx context.Context, admin *pgxpool.Pool, table string) (tab
 	return s, nil
 }
 
-func countCompleted(ctx context.Context, admin *pgxpool.Pool, table string) (int, error) {
-	var n int
-	err := admin.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE state = 'completed'").Scan(&n)
+func isUndefinedFunction(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42883"
+}
+
+// tableSizes returns the sizes in bytes of table's heap (with its TOAST, free
+// space and visibility maps) and of its indexes.
+func tableSizes(ctx context.Context, admin *pgxpool.Pool, table string) (heap, indexes int64, err error) {
+	err = admin.QueryRow(ctx, "SELECT pg_table_size($1::regclass), pg_indexes_size($1::regclass)", table).Scan(&heap, &indexes)
 	if err != nil {
-		return 0, fmt.Errorf("count completed jobs in %s: %w", table, err)
+		return 0, 0, fmt.Errorf("read size of %s: %w", table, err)
+	}
+	return heap, indexes, nil
+}
+
+func countRows(ctx context.Context, admin *pgxpool.Pool, table, where string) (int64, error) {
+	var n int64
+	err := admin.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE "+where).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count jobs in %s: %w", table, err)
 	}
 	return n, nil
 }

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weirq/weir/weirbench"
+	"github.com/weirq/weir/weirdriver/weirpgx"
+)
+
+var benchCommand = &command{
+	name:    "bench",
+	summary: "measure weir on a PostgreSQL: drain, mixed load, pickup latency, inserts, costs",
+	usage:   benchUsage,
+	run:     runBench,
+}
+
+func benchUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage:
+
+    weir bench --database-url URL [--schema NAME] [--workloads LIST] [--rounds N] [flags]
+
+bench runs weir's benchmark workloads against the PostgreSQL at URL and prints
+a table of what it measured: the median of the rounds and their range.
+
+    drain      W1: --drain-jobs jobs inserted, then worked down by one client
+    mixed      W2: a producer offers each of --mixed-rates jobs/s for
+               --mixed-duration while one client works; completed jobs/s,
+               backlog at the end, pickup latency (insert → handler start)
+    latency    W3: --latency-rate single inserts per second for
+               --latency-duration, weir's default settings; pickup latency
+    latency-defaults
+               W3 again (for weir alone the same as latency; off by default)
+    bulk       W4: --insert-jobs jobs in bulk inserts of --batch
+    single1, single8
+               W4: single inserts from 1 and 8 goroutines, --insert-duration
+    rss        W5: a worker process of its own (weir bench re-executed) with
+               --rss-workers handlers drains --rss-jobs jobs; its peak RSS
+
+W1 also gives WAL bytes and dead tuples per job and the table's size after a
+VACUUM; W2 gives WAL bytes and dead tuples per job too. bench/README.md in
+weir's repository says how each figure is measured.
+
+bench works in a schema of its own, --schema (default weir_bench): it creates
+it, migrates it, and TRUNCATES ITS JOB TABLE before every run. It refuses a
+schema that holds tables it did not create, so that it never truncates your
+jobs; still, run it on a database where heavy load is welcome, never on
+production. It takes the database from --database-url only, not from
+WEIR_DATABASE_URL. With the default sizes one round takes about 6 minutes.
+Progress goes to stderr: one line that updates in place on a terminal.
+
+Flags:
+
+`)
+	fs, _ := benchFlags()
+	printDefaults(w, fs)
+}
+
+// benchOpts are weir bench's flags.
+type benchOpts struct {
+	url, schema        string
+	maxWorkers         int
+	prefetch           int
+	jsonPath, plotPath string
+	bench              weirbench.Options
+}
+
+func benchFlags() (*flag.FlagSet, *benchOpts) {
+	o := &benchOpts{bench: weirbench.DefaultOptions()}
+	o.bench.Rounds = 1
+	o.bench.Workloads = slices.DeleteFunc(o.bench.Workloads, func(w string) bool { return w == "latency-defaults" })
+	fs := newFlagSet("weir bench")
+	fs.StringVar(&o.url, "database-url", "", "PostgreSQL `URL` to run on (required; WEIR_DATABASE_URL is not read)")
+	fs.StringVar(&o.schema, "schema", "weir_bench", "`NAME` of the schema bench creates and works in; its job table is truncated at every run")
+	fs.IntVar(&o.maxWorkers, "max-workers", 1000, "weir's MaxWorkers in W1 and W2")
+	fs.IntVar(&o.prefetch, "prefetch", 1000, "weir's Prefetch in W1, W2 and W5 (negative: none)")
+	o.bench.RegisterFlags(fs)
+	fs.StringVar(&o.jsonPath, "json", "", "also write every round's figures to `FILE` as JSON")
+	fs.StringVar(&o.plotPath, "plot", "", "also write a plot of the figures to `FILE` as SVG")
+	return fs, o
+}
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	fs, o := benchFlags()
+	if err := parseFlags(e, fs, args, benchUsage); err != nil {
+		return err
+	}
+	name := cmdName(fs)
+	if o.url == "" {
+		return usagef("%s: --database-url is required: bench truncates tables, so it never takes the database from %s", name, envDatabaseURL)
+	}
+	if _, ok := sqlitePath(o.url); ok {
+		return usagef("%s: --database-url names a SQLite database; bench runs on PostgreSQL only", name)
+	}
+	if _, err := pgxpool.ParseConfig(o.url); err != nil {
+		return usagef("database URL does not parse: %s", redact(parseReason(err), o.url, ""))
+	}
+	if err := weirpgx.ValidateSchema(o.schema); err != nil {
+		return usagef("%s: bad --schema: %s", name, strings.TrimPrefix(err.Error(), "weirpgx: "))
+	}
+	if o.maxWorkers < 1 {
+		return usagef("%s: --max-workers must be at least 1, got %d", name, o.maxWorkers)
+	}
+	if o.prefetch == 0 {
+		return usagef("%s: --prefetch must not be 0 (negative: none)", name)
+	}
+	if err := o.bench.Validate(); err != nil {
+		return usagef("%s: %v", name, err)
+	}
+	sys := weirbench.Weir(weirbench.WeirConfig{Schema: o.schema, MaxWorkers: o.maxWorkers, Prefetch: o.prefetch})
+
+	// Re-executed as W5's worker process.
+	if spec := e.getenv(weirbench.ChildEnv); spec != "" {
+		return weirbench.RunChild(ctx, spec, e.stdout, e.stderr, sys)
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("%s: find the weir executable to run W5's worker process: %v", name, err)
+	}
+	o.bench.DatabaseURL = o.url
+	o.bench.Title = "weir bench"
+	o.bench.Command = "weir bench " + strings.Join(redactArgs(args, o.url), " ")
+	o.bench.Progress = e.stderr
+	o.bench.ChildCommand = append([]string{exe, "bench"}, args...)
+	rep, err := weirbench.Run(ctx, o.bench, sys)
+	if rep != nil && len(rep.Figures) > 0 {
+		if werr := rep.WriteTable(e.stdout); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		for _, out := range []struct {
+			path  string
+			write func(io.Writer) error
+		}{{o.jsonPath, rep.WriteJSON}, {o.plotPath, rep.WriteSVG}} {
+			if out.path != "" {
+				if werr := writeFile(out.path, out.write); werr != nil {
+					err = errors.Join(err, werr)
+				}
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s", name, redact(err.Error(), o.url, ""))
+	}
+	return nil
+}
+
+// redactArgs returns args with the database URL in them replaced, for the
+// report's command line.
+func redactArgs(args []string, url string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strings.ReplaceAll(a, url, "URL")
+	}
+	return out
+}
+
+// writeFile writes a file with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,213 @@
+package weirbench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options say what Run runs. DefaultOptions gives the sizes of the benchmark
+// specification; RegisterFlags makes each one a command-line flag.
+type Options struct {
+	// DatabaseURL is the PostgreSQL to run on.
+	DatabaseURL string `json:"-"`
+	// Title heads the report ("weir vs River").
+	Title string `json:"title"`
+	// Command is the command that reproduces the run, printed in the report.
+	Command string `json:"command"`
+	// Workloads are the workloads to run, by the names Workloads lists.
+	Workloads []string `json:"workloads"`
+	// Rounds is how many times each workload runs on each system, alternating
+	// the systems.
+	Rounds int `json:"rounds"`
+	// MaxConns is the pool size of each client.
+	MaxConns int `json:"max_conns"`
+
+	// DrainJobs is the number of jobs W1 inserts and then drains.
+	DrainJobs int `json:"drain_jobs"`
+	// Batch is the number of jobs of each bulk insert in W1, W4 and W5.
+	Batch int `json:"batch"`
+	// InsertJobs is the number of jobs W4 bulk-inserts.
+	InsertJobs int `json:"insert_jobs"`
+	// InsertDuration is how long each W4 single-insert run lasts.
+	InsertDuration time.Duration `json:"insert_duration"`
+	// MixedRates are the rates W2 offers, in jobs/s, one run each.
+	MixedRates []int `json:"mixed_rates"`
+	// MixedDuration is how long each W2 run offers its rate.
+	MixedDuration time.Duration `json:"mixed_duration"`
+	// LatencyRate is the rate W3 offers, in jobs/s.
+	LatencyRate int `json:"latency_rate"`
+	// LatencyDuration is how long each W3 run offers its rate.
+	LatencyDuration time.Duration `json:"latency_duration"`
+	// RSSJobs and RSSWorkers are the jobs W5's worker process drains and the
+	// handlers it runs at once.
+	RSSJobs    int `json:"rss_jobs"`
+	RSSWorkers int `json:"rss_workers"`
+	// Timeout bounds each drain; a run that takes longer fails.
+	Timeout time.Duration `json:"timeout"`
+
+	// Progress receives progress and the systems' warnings: a line that
+	// updates in place on a terminal, plain lines otherwise. Nil means none.
+	Progress io.Writer `json:"-"`
+	// ChildCommand re-executes this program (its path and arguments) as W5's
+	// worker process; the program must call RunChild when it finds ChildEnv
+	// in its environment. Required for the rss workload.
+	ChildCommand []string `json:"-"`
+}
+
+// Workloads lists the workloads in the order Run runs them:
+//
+//	drain             W1: DrainJobs jobs inserted, then worked down (Throughput)
+//	mixed             W2: a producer offers each of MixedRates while a client works (Throughput)
+//	latency           W3: LatencyRate single inserts per second, pickup latency (Latency)
+//	latency-defaults  W3 with every system's defaults (Defaults)
+//	bulk              W4: InsertJobs jobs in bulk inserts of Batch
+//	single1, single8  W4: single inserts from 1 and 8 goroutines
+//	rss               W5: a worker process of RSSWorkers handlers drains RSSJobs jobs
+func Workloads() []string {
+	return []string{"drain", "mixed", "latency", "latency-defaults", "bulk", "single1", "single8", "rss"}
+}
+
+// DefaultOptions returns the benchmark specification's sizes and every workload.
+func DefaultOptions() Options {
+	return Options{
+		Workloads:       Workloads(),
+		Rounds:          3,
+		MaxConns:        20,
+		DrainJobs:       200_000,
+		Batch:           5_000,
+		InsertJobs:      200_000,
+		InsertDuration:  10 * time.Second,
+		MixedRates:      []int{2_000, 5_000, 10_000},
+		MixedDuration:   30 * time.Second,
+		LatencyRate:     1_000,
+		LatencyDuration: 30 * time.Second,
+		RSSJobs:         1_000_000,
+		RSSWorkers:      2_000,
+		Timeout:         10 * time.Minute,
+	}
+}
+
+// RegisterFlags defines a flag for each option but DatabaseURL, Title, Command,
+// Progress and ChildCommand, with o's values as the defaults. A bad list is
+// reported by fs.Parse; Validate checks the rest.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.Var((*nameList)(&o.Workloads), "workloads", "comma-separated `list` of workloads to run: "+strings.Join(Workloads(), ", "))
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "`N` runs of each workload per system")
+	fs.IntVar(&o.MaxConns, "max-conns", o.MaxConns, "pool size of each client, in connections")
+	fs.IntVar(&o.DrainJobs, "drain-jobs", o.DrainJobs, "`N` jobs inserted and then drained in W1")
+	fs.IntVar(&o.Batch, "batch", o.Batch, "`N` jobs per bulk insert")
+	fs.IntVar(&o.InsertJobs, "insert-jobs", o.InsertJobs, "`N` jobs bulk-inserted in W4")
+	fs.DurationVar(&o.InsertDuration, "insert-duration", o.InsertDuration, "how long each W4 single-insert run lasts")
+	fs.Var((*intList)(&o.MixedRates), "mixed-rates", "comma-separated `rates` in jobs/s that W2 offers, one run each")
+	fs.DurationVar(&o.MixedDuration, "mixed-duration", o.MixedDuration, "how long each W2 run offers its rate")
+	fs.IntVar(&o.LatencyRate, "latency-rate", o.LatencyRate, "`rate` in jobs/s that W3 offers")
+	fs.DurationVar(&o.LatencyDuration, "latency-duration", o.LatencyDuration, "how long each W3 run offers its rate")
+	fs.IntVar(&o.RSSJobs, "rss-jobs", o.RSSJobs, "`N` jobs drained by W5's worker process")
+	fs.IntVar(&o.RSSWorkers, "rss-workers", o.RSSWorkers, "`N` handlers at once in W5's worker process")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up a drain after this long")
+}
+
+// Validate checks the options, naming the flag of any that is wrong.
+func (o *Options) Validate() error {
+	if len(o.Workloads) == 0 {
+		return errors.New("--workloads: no workload given")
+	}
+	for _, w := range o.Workloads {
+		if !slices.Contains(Workloads(), w) {
+			return fmt.Errorf("--workloads: unknown workload %q: want some of %s", w, strings.Join(Workloads(), ", "))
+		}
+	}
+	for _, c := range []struct {
+		flag     string
+		v, least int
+	}{
+		{"rounds", o.Rounds, 1}, {"max-conns", o.MaxConns, 2}, {"drain-jobs", o.DrainJobs, 1},
+		{"batch", o.Batch, 1}, {"insert-jobs", o.InsertJobs, 1}, {"latency-rate", o.LatencyRate, 1},
+		{"rss-jobs", o.RSSJobs, 1}, {"rss-workers", o.RSSWorkers, 1},
+	} {
+		if c.v < c.least {
+			return fmt.Errorf("--%s must be at least %d, got %d", c.flag, c.least, c.v)
+		}
+	}
+	if len(o.MixedRates) == 0 {
+		return errors.New("--mixed-rates: no rate given")
+	}
+	for _, r := range o.MixedRates {
+		if r < 1 {
+			return fmt.Errorf("--mixed-rates: rate %d is not a positive number of jobs/s", r)
+		}
+	}
+	for _, c := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"insert-duration", o.InsertDuration}, {"mixed-duration", o.MixedDuration},
+		{"latency-duration", o.LatencyDuration}, {"timeout", o.Timeout},
+	} {
+		if c.v <= 0 {
+			return fmt.Errorf("--%s must be positive, got %s", c.flag, c.v)
+		}
+	}
+	// The recorders of W2 and W3 hold two timestamps per job offered.
+	for _, r := range o.MixedRates {
+		if float64(r)*o.MixedDuration.Seconds() > maxOffered {
+			return fmt.Errorf("--mixed-rates: %d jobs/s for %s is more than %d jobs", r, o.MixedDuration, int(maxOffered))
+		}
+	}
+	if float64(o.LatencyRate)*o.LatencyDuration.Seconds() > maxOffered {
+		return fmt.Errorf("--latency-rate: %d jobs/s for %s is more than %d jobs", o.LatencyRate, o.LatencyDuration, int(maxOffered))
+	}
+	return nil
+}
+
+// maxOffered bounds the jobs a W2 or W3 run offers.
+const maxOffered = 10e6
+
+// nameList is a comma-separated list of names, as a flag.
+type nameList []string
+
+func (l *nameList) String() string { return strings.Join(*l, ",") }
+
+func (l *nameList) Set(s string) error {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			return fmt.Errorf("%q has an empty item", s)
+		}
+		out = append(out, item)
+	}
+	*l = out
+	return nil
+}
+
+// intList is a comma-separated list of integers, as a flag.
+type intList []int
+
+func (l *intList) String() string {
+	var s []string
+	for _, v := range *l {
+		s = append(s, strconv.Itoa(v))
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(s string) error {
+	var out []int
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		v, err := strconv.Atoi(strings.ReplaceAll(item, "_", ""))
+		if err != nil {
+			return fmt.Errorf("%q is not a number", item)
+		}
+		out = append(out, v)
+	}
+	*l = out
+	return nil
+}

@@ -1,0 +1,134 @@
+package weirbench
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver/weirpgx"
+	"github.com/weirq/weir/weirmigrate"
+)
+
+// WeirConfig sets up weir as a system under test.
+type WeirConfig struct {
+	// Schema holds weir's tables. Default: "weir_bench".
+	Schema string
+	// MaxWorkers and Prefetch are the queue's settings for Throughput.
+	// Defaults: 1,000 and 1,000.
+	MaxWorkers int
+	Prefetch   int
+}
+
+// Weir returns weir as a system under test. It works one queue, weir's default
+// one: with Throughput with cfg's MaxWorkers and Prefetch, with Latency and
+// Defaults with 100 handlers and the default prefetch; every other setting is
+// weir's default.
+func Weir(cfg WeirConfig) System {
+	if cfg.Schema == "" {
+		cfg.Schema = "weir_bench"
+	}
+	if cfg.MaxWorkers <= 0 {
+		cfg.MaxWorkers = 1000
+	}
+	if cfg.Prefetch == 0 {
+		cfg.Prefetch = 1000
+	}
+	return &weirSystem{cfg: cfg}
+}
+
+type weirSystem struct{ cfg WeirConfig }
+
+func (s *weirSystem) Name() string   { return "weir" }
+func (s *weirSystem) Schema() string { return s.cfg.Schema }
+func (s *weirSystem) JobTable() string {
+	return pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()
+}
+
+// defaultWorkers is the number of handlers of Latency and Defaults; weir has
+// no default, and 100 is River's.
+const defaultWorkers = 100
+
+func (s *weirSystem) queue(set Settings, maxWorkers int) weir.QueueConfig {
+	q := weir.QueueConfig{MaxWorkers: defaultWorkers}
+	if set == Throughput {
+		q = weir.QueueConfig{MaxWorkers: s.cfg.MaxWorkers, Prefetch: s.cfg.Prefetch}
+	}
+	if maxWorkers > 0 {
+		q.MaxWorkers = maxWorkers
+	}
+	return q
+}
+
+func (s *weirSystem) Describe(set Settings) string {
+	q := s.queue(set, 0)
+	if q.Prefetch == 0 {
+		return fmt.Sprintf("MaxWorkers %d, the rest default", q.MaxWorkers)
+	}
+	return fmt.Sprintf("MaxWorkers %d, Prefetch %d, the rest default", q.MaxWorkers, q.Prefetch)
+}
+
+func (s *weirSystem) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: s.cfg.Schema})
+	if err != nil {
+		return err
+	}
+	if _, err := weirmigrate.New(driver).Up(ctx, nil); err != nil {
+		return fmt.Errorf("migrate weir: %w", err)
+	}
+	return nil
+}
+
+func (s *weirSystem) Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error) {
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: s.cfg.Schema})
+	if err != nil {
+		return nil, err
+	}
+	wcfg := &weir.Config{Logger: cfg.Logger}
+	if cfg.Work {
+		onStart := cfg.OnStart
+		wcfg.Workers = weir.NewWorkers()
+		weir.AddWorker(wcfg.Workers, weir.WorkFunc(func(_ context.Context, job *weir.Job[NoopArgs]) error {
+			if onStart != nil {
+				onStart(job.Args.Seq)
+			}
+			return nil
+		}))
+		wcfg.Queues = map[string]weir.QueueConfig{weir.DefaultQueue: s.queue(cfg.Settings, cfg.MaxWorkers)}
+	}
+	c, err := weir.NewClient(driver, wcfg)
+	if err != nil {
+		return nil, err
+	}
+	return &weirClient{c: c}, nil
+}
+
+type weirClient struct{ c *weir.Client }
+
+func (w *weirClient) InsertMany(ctx context.Context, first int64, n int) error {
+	params := make([]weir.InsertManyParams, n)
+	for i := range params {
+		params[i].Args = NoopArgs{Seq: first + int64(i)}
+	}
+	_, err := w.c.InsertMany(ctx, params)
+	return err
+}
+
+func (w *weirClient) Insert(ctx context.Context, seq int64) error {
+	_, err := w.c.Insert(ctx, NoopArgs{Seq: seq}, nil)
+	return err
+}
+
+func (w *weirClient) Start(ctx context.Context) error { return w.c.Start(ctx) }
+
+// Completed counts outcomes written: weir counts one only after the statement
+// that wrote it has committed, and every outcome here is a completion.
+func (w *weirClient) Completed() int64 { return w.c.Stats().Finalized }
+
+func (w *weirClient) Stop(ctx context.Context) error { return w.c.Stop(ctx) }
+
+// String gives the runtime's counters: claims, stale writes and lost leases
+// explain a slow run.
+func (w *weirClient) String() string { return fmt.Sprintf("%+v", w.c.Stats()) }

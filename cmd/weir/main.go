@@ -53,6 +53,7 @@ func commands() []*command {
 		jobsCommand,
 		queuesCommand,
 		benchCommand,
+		soakCommand,
 		versionCommand,
 	}
 }

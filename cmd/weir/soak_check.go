@@ -1,0 +1,615 @@
+package main
+
+// The end checks of weir soak: pure functions over what the audit tables, the
+// worker processes and the fault schedule recorded. docs/reliability.md gives
+// the rules in prose; SEMANTICS.md gives the guarantees they check.
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+)
+
+// soakSettings are the run's timings that the checks measure against.
+type soakSettings struct {
+	Lease, Heartbeat, Rescue time.Duration
+	// StopBudget is each graceful stop's budget: Stop must return within it
+	// plus stopAllowance (G4).
+	StopBudget time.Duration
+	// G9Slack is added to lease duration + rescue interval for the rescue
+	// statement's own latency and the timers' scheduling.
+	G9Slack time.Duration
+	// ExitSlack bounds the time from Stop's return to the process's exit, as
+	// the orchestrator sees it (signal delivery, printing the report, exit).
+	ExitSlack time.Duration
+}
+
+// stopAllowance is what G4 allows past Stop's deadline.
+const stopAllowance = 100 * time.Millisecond
+
+// leaseRef names one lease: a job and the token of one claim of it.
+type leaseRef struct {
+	JobID int64 `json:"job_id"`
+	Token int64 `json:"lease_token"`
+}
+
+// auditExec is one execution of the probe handler: a row of soak_exec.
+type auditExec struct {
+	ID      int64
+	JobID   int64
+	Token   int64
+	Attempt int
+	Worker  string
+	Mode    string
+	Started time.Time
+	Ended   time.Time // zero when the handler recorded no end
+	Result  string    // what the handler returned: "ok" or why it failed
+}
+
+func (x *auditExec) ref() leaseRef { return leaseRef{x.JobID, x.Token} }
+
+// leaseEnd is one lease leaving the running state, as the trigger on weir_job
+// recorded it, in the transaction that ended it: a row of soak_lease_end.
+type leaseEnd struct {
+	JobID         int64
+	Token         int64
+	Holder        string // attempted_by: the client that claimed this lease
+	AttemptBefore int
+	AttemptAfter  int
+	State         string // the state the job went to
+	Released      bool   // release_count grew: a release at shutdown
+	Error         string // the error entry the transition appended, if any
+	ExpiresAt     time.Time
+	At            time.Time
+}
+
+func (e *leaseEnd) ref() leaseRef { return leaseRef{e.JobID, e.Token} }
+
+// finalJob is a job's row after the drain.
+type finalJob struct {
+	ID          int64
+	State       string
+	Token       int64
+	AttemptedBy string
+	Attempt     int
+}
+
+// stopReport is what a worker process says about its graceful stop.
+type stopReport struct {
+	Budget time.Duration `json:"budget"`
+	Took   time.Duration `json:"took"`
+	Error  string        `json:"error,omitempty"`
+	// Abandoned are the handlers that had not returned when Stop returned.
+	Abandoned []leaseRef `json:"abandoned,omitempty"`
+	// Unwritten is set when Stop said some outcomes were not written.
+	Unwritten         bool  `json:"unwritten,omitempty"`
+	StaleWrites       int64 `json:"stale_writes"`
+	LeasesLost        int64 `json:"leases_lost"`
+	AbandonedOutcomes int64 `json:"abandoned_outcomes"`
+}
+
+// workerRun is one worker process from start to exit, on the database clock.
+type workerRun struct {
+	Name  string
+	Start time.Time
+	// Killed: the orchestrator sent SIGKILL at KilledAt.
+	Killed   bool
+	KilledAt time.Time
+	// Stopped: the orchestrator sent SIGTERM at SigtermAt; the process exited
+	// at ExitAt. Final marks the stops at the end of the run.
+	Stopped   bool
+	Final     bool
+	SigtermAt time.Time
+	ExitAt    time.Time
+	// Died: the process exited without being told to (a crash of the worker
+	// itself), with ExitStatus.
+	Died       bool
+	ExitStatus string
+	Report     *stopReport // nil when the worker printed none
+}
+
+// The faults of the schedule.
+const (
+	faultRestart   = "restart"   // SIGTERM one worker, start a replacement
+	faultKill      = "kill"      // SIGKILL one worker, start a replacement
+	faultConnKill  = "connkill"  // pg_terminate_backend of every worker session
+	faultPGRestart = "pgrestart" // restart the PostgreSQL server
+)
+
+// faultEvent is one fault the schedule injected, on the database clock. A
+// PostgreSQL restart lasts from At to Until; the other faults are instants.
+type faultEvent struct {
+	Kind   string
+	Worker string
+	At     time.Time
+	Until  time.Time
+	Detail string
+}
+
+func (f *faultEvent) until() time.Time {
+	if f.Until.IsZero() {
+		return f.At
+	}
+	return f.Until
+}
+
+// soakData is everything the checks look at.
+type soakData struct {
+	Settings soakSettings
+	// Inserted are the ids the producer's inserts returned.
+	Inserted []int64
+	Jobs     []finalJob
+	Execs    []auditExec
+	Ends     []leaseEnd
+	Workers  []workerRun
+	Faults   []faultEvent
+}
+
+// The causes of a duplicate execution: a job run again after an execution
+// whose lease ended without its outcome (a rescue), or after a final outcome.
+const (
+	dupCrash      = "crash"        // running at a SIGKILL: G9 allows it
+	dupAbandoned  = "abandoned"    // the handler ignored cancellation past a stop's budget
+	dupLeaseLost  = "lease lost"   // the worker ran on but its lease lapsed during a database fault
+	dupDBDownStop = "db down"      // a graceful stop could not write an outcome: the server was restarting
+	dupUnwritten  = "unwritten"    // a handler returned during a graceful stop, its outcome was lost: G2
+	dupUnexplain  = "unexplained"  // none of the above
+	dupAfterFinal = "after final"  // the job ran again after its outcome was final
+	dupOrder      = "out of order" // no lease end for the earlier execution
+)
+
+// dupCauses lists the causes in the order the table shows them, and whether
+// the contract allows them.
+var dupCauses = []struct {
+	cause, label string
+	allowed      bool
+}{
+	{dupCrash, "running at a SIGKILL (G9)", true},
+	{dupAbandoned, "handler ignored cancellation past the stop budget", true},
+	{dupLeaseLost, "lease lapsed during a database fault", true},
+	{dupDBDownStop, "outcome unwritable at a stop: server restarting", true},
+	{dupUnwritten, "outcome lost at a graceful stop (G2)", false},
+	{dupAfterFinal, "ran again after a final outcome", false},
+	{dupUnexplain, "unexplained", false},
+	{dupOrder, "earlier lease never ended", false},
+}
+
+// violation is one breach of the contract.
+type violation struct {
+	Guarantee string // G1, G2, G3, G4, G9, or RUN for the soak's own sanity
+	Msg       string
+}
+
+// soakReport is the outcome of the checks.
+type soakReport struct {
+	Inserted, Jobs, Executions  int
+	States                      map[string]int
+	Restarts, Kills, PGRestarts int
+	ConnKills, BackendsKilled   int
+	GracefulStops               int
+	Retries, Releases, Returns  int
+	Rescues                     int
+	Duplicates                  map[string]int
+	// Overlaps counts executions that started while an earlier execution of
+	// the same job had not yet recorded its end (a handler still running after
+	// its lease was lost, which is allowed).
+	Overlaps      int
+	Lost          int
+	StaleWins     int
+	StaleRejected int64
+	WorstStop     time.Duration
+	WorstExit     time.Duration
+	// WorstRerun is the longest time from a kill to the rescue of a lease the
+	// killed worker held, among those G9 checked.
+	WorstRerun time.Duration
+	G9Checked  int
+	G9Excused  int // rescues later than the bound while the database was faulted
+	Violations []violation
+}
+
+// byGuarantee counts the violations of g.
+func (r *soakReport) byGuarantee(g string) int {
+	n := 0
+	for _, v := range r.Violations {
+		if v.Guarantee == g {
+			n++
+		}
+	}
+	return n
+}
+
+// probeToken finds the lease token that the probe handler writes in each of
+// its errors.
+var probeToken = regexp.MustCompile(`\btoken=(\d+)\b`)
+
+// endKind says how a lease ended.
+type endKind int
+
+const (
+	endRescue endKind = iota
+	endCompleted
+	endDiscarded
+	endRetry
+	endRelease
+	endReturn
+	endOther
+)
+
+func classifyEnd(e *leaseEnd) endKind {
+	switch {
+	case e.State == "running":
+		return endOther
+	case e.Error == weirdriver.DefaultRescueError:
+		return endRescue
+	case e.State == "completed":
+		return endCompleted
+	case e.State == "discarded":
+		return endDiscarded
+	case (e.State == "available" || e.State == "retryable") && e.Error != "":
+		return endRetry
+	case e.State == "available" && e.Released:
+		return endRelease
+	case e.State == "available" && e.AttemptAfter == e.AttemptBefore-1:
+		return endReturn
+	}
+	return endOther
+}
+
+// checkSoak runs every check over d.
+func checkSoak(d *soakData) *soakReport {
+	c := &checker{d: d, r: &soakReport{States: map[string]int{}, Duplicates: map[string]int{}}}
+	c.index()
+	c.checkG1()
+	c.checkEnds()
+	c.checkFinalRows()
+	c.checkDuplicates()
+	c.checkG9()
+	c.checkStops()
+	return c.r
+}
+
+type checker struct {
+	d *soakData
+	r *soakReport
+
+	jobs    map[int64]*finalJob
+	execs   map[int64][]*auditExec // by job, by token
+	byLease map[leaseRef]*auditExec
+	ends    map[leaseRef]*leaseEnd
+	lastEnd map[int64]*leaseEnd // the highest token's end, by job
+	kinds   map[leaseRef]endKind
+	workers map[string]*workerRun
+}
+
+func (c *checker) violate(g, format string, args ...any) {
+	c.r.Violations = append(c.r.Violations, violation{g, fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) index() {
+	d, r := c.d, c.r
+	c.jobs = map[int64]*finalJob{}
+	for i := range d.Jobs {
+		c.jobs[d.Jobs[i].ID] = &d.Jobs[i]
+	}
+	c.execs = map[int64][]*auditExec{}
+	c.byLease = map[leaseRef]*auditExec{}
+	for i := range d.Execs {
+		x := &d.Execs[i]
+		if prev := c.byLease[x.ref()]; prev != nil {
+			c.violate("G3", "job %d: lease token %d ran twice (%s and %s)", x.JobID, x.Token, prev.Worker, x.Worker)
+			continue
+		}
+		c.byLease[x.ref()] = x
+		c.execs[x.JobID] = append(c.execs[x.JobID], x)
+	}
+	for _, xs := range c.execs {
+		slices.SortFunc(xs, func(a, b *auditExec) int { return int(a.Token - b.Token) })
+	}
+	c.ends = map[leaseRef]*leaseEnd{}
+	c.lastEnd = map[int64]*leaseEnd{}
+	c.kinds = map[leaseRef]endKind{}
+	for i := range d.Ends {
+		e := &d.Ends[i]
+		if c.ends[e.ref()] != nil {
+			c.violate("G3", "job %d: lease token %d ended twice", e.JobID, e.Token)
+			continue
+		}
+		c.ends[e.ref()] = e
+		c.kinds[e.ref()] = classifyEnd(e)
+		if last := c.lastEnd[e.JobID]; last == nil || e.Token > last.Token {
+			c.lastEnd[e.JobID] = e
+		}
+	}
+	c.workers = map[string]*workerRun{}
+	for i := range d.Workers {
+		c.workers[d.Workers[i].Name] = &d.Workers[i]
+	}
+	r.Inserted, r.Jobs, r.Executions = len(d.Inserted), len(d.Jobs), len(c.byLease)
+	for _, f := range d.Faults {
+		switch f.Kind {
+		case faultRestart:
+			r.Restarts++
+		case faultKill:
+			r.Kills++
+		case faultConnKill:
+			r.ConnKills++
+			if n, err := strconv.Atoi(f.Detail); err == nil {
+				r.BackendsKilled += n
+			}
+		case faultPGRestart:
+			r.PGRestarts++
+		}
+	}
+}
+
+// checkG1: every job the producer inserted exists after the drain, and every
+// job is final.
+func (c *checker) checkG1() {
+	for _, id := range c.d.Inserted {
+		if c.jobs[id] == nil {
+			c.r.Lost++
+			c.violate("G1", "job %d was inserted and is gone", id)
+		}
+	}
+	for _, j := range c.d.Jobs {
+		c.r.States[j.State]++
+		switch j.State {
+		case "completed", "discarded", "cancelled":
+		default:
+			c.r.Lost++
+			c.violate("G1", "job %d is %s after the drain", j.ID, j.State)
+		}
+	}
+	for id := range c.execs {
+		if c.jobs[id] == nil {
+			c.violate("G1", "job %d ran but is not in the table", id)
+		}
+	}
+}
+
+// checkEnds checks that every outcome written matches the execution that held
+// the lease: a write under a lease whose handler had not returned, or that
+// carries another lease's error, was written by a stale owner (G3).
+func (c *checker) checkEnds() {
+	for i := range c.d.Ends {
+		e := &c.d.Ends[i]
+		if c.ends[e.ref()] != e {
+			continue // a second end of the same lease, already reported
+		}
+		x := c.byLease[e.ref()]
+		stale := func(format string, args ...any) {
+			c.r.StaleWins++
+			c.violate("G3", "job %d lease %d: "+format, append([]any{e.JobID, e.Token}, args...)...)
+		}
+		if x != nil && x.Worker != e.Holder {
+			stale("claimed by %s but run by %s", e.Holder, x.Worker)
+		}
+		endedAfter := x != nil && !x.Ended.IsZero() && x.Ended.After(e.At)
+		switch c.kinds[e.ref()] {
+		case endRescue:
+			c.r.Rescues++
+			if !e.ExpiresAt.IsZero() && e.At.Before(e.ExpiresAt) {
+				stale("rescued at %s, before its lease expired at %s", e.At.Format(time.RFC3339Nano), e.ExpiresAt.Format(time.RFC3339Nano))
+			}
+		case endCompleted:
+			switch {
+			case x == nil:
+				stale("completed, but no handler ran under this lease")
+			case x.Ended.IsZero() || x.Result != "ok":
+				stale("completed, but its handler recorded %q", orNone(x.Result))
+			case endedAfter:
+				stale("completed %s before its handler returned", x.Ended.Sub(e.At))
+			}
+		case endRetry, endDiscarded:
+			m := probeToken.FindStringSubmatch(e.Error)
+			switch {
+			case m == nil:
+				stale("%s with an error that is not the probe's: %q", e.State, e.Error)
+			case m[1] != strconv.FormatInt(e.Token, 10):
+				stale("%s with the error of lease %s: %q", e.State, m[1], e.Error)
+			case endedAfter:
+				stale("%s %s before its handler returned", e.State, x.Ended.Sub(e.At))
+			}
+			if c.kinds[e.ref()] == endRetry {
+				c.r.Retries++
+			}
+		case endRelease:
+			c.r.Releases++
+			switch {
+			case x != nil && x.Result == "ok":
+				stale("released at shutdown, but its handler returned ok")
+			case endedAfter:
+				stale("released %s before its handler returned", x.Ended.Sub(e.At))
+			}
+		case endReturn:
+			c.r.Returns++
+			if x != nil {
+				stale("returned as never started, but its handler ran on %s", x.Worker)
+			}
+		default:
+			stale("left running for %s (attempt %d to %d, release %v, error %q), which the probe never asks for",
+				e.State, e.AttemptBefore, e.AttemptAfter, e.Released, e.Error)
+		}
+	}
+}
+
+// checkFinalRows checks that each final job's row holds the lease that ended
+// last, and that every execution's lease ended.
+func (c *checker) checkFinalRows() {
+	for _, j := range c.d.Jobs {
+		last := c.lastEnd[j.ID]
+		if last == nil {
+			if j.Token != 0 {
+				c.violate("G3", "job %d is %s under lease %d, but no lease of it ended", j.ID, j.State, j.Token)
+			}
+			continue
+		}
+		if last.Token != j.Token || last.State != j.State || last.Holder != j.AttemptedBy {
+			c.violate("G3", "job %d is %s under lease %d of %s, but its last lease to end was %d of %s, to %s",
+				j.ID, j.State, j.Token, j.AttemptedBy, last.Token, last.Holder, last.State)
+		}
+	}
+	for ref, x := range c.byLease {
+		if c.ends[ref] == nil && c.jobs[ref.JobID] != nil && isFinal(c.jobs[ref.JobID].State) {
+			c.violate("G3", "job %d: the lease %d that %s ran under never ended, yet the job is %s",
+				ref.JobID, ref.Token, x.Worker, c.jobs[ref.JobID].State)
+		}
+	}
+}
+
+func isFinal(state string) bool {
+	return state == "completed" || state == "discarded" || state == "cancelled"
+}
+
+// checkDuplicates finds every execution that ran again and says why.
+func (c *checker) checkDuplicates() {
+	for _, xs := range c.execs {
+		for i, x := range xs[:max(len(xs)-1, 0)] {
+			next := xs[i+1]
+			e := c.ends[x.ref()]
+			if !x.Ended.IsZero() && next.Started.Before(x.Ended) {
+				c.r.Overlaps++
+			}
+			if e == nil {
+				c.dup(dupOrder, "G3", x, "ran again under lease %d although lease %d never ended", next.Token, x.Token)
+				continue
+			}
+			switch c.kinds[x.ref()] {
+			case endRetry, endRelease, endReturn:
+				continue // a re-run by design
+			case endRescue:
+				c.classifyRescued(x, e)
+			default:
+				c.dup(dupAfterFinal, c.guaranteeOf(x), x, "ran again (lease %d) after lease %d ended it %s",
+					next.Token, x.Token, e.State)
+			}
+		}
+	}
+}
+
+// guaranteeOf names the guarantee a duplicate of x breaks, by what became of
+// its worker.
+func (c *checker) guaranteeOf(x *auditExec) string {
+	if w := c.workers[x.Worker]; w != nil && w.Killed {
+		return "G9"
+	}
+	return "G2"
+}
+
+func (c *checker) dup(cause, g string, x *auditExec, format string, args ...any) {
+	c.r.Duplicates[cause]++
+	if g != "" {
+		c.violate(g, "job %d: "+format, append([]any{x.JobID}, args...)...)
+	}
+}
+
+// classifyRescued says why x, whose lease was rescued, ran again. The lease
+// lapsed at e.ExpiresAt: what its worker was doing then is the cause.
+func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
+	w := c.workers[x.Worker]
+	lapsed := e.ExpiresAt
+	switch {
+	case w == nil:
+		c.dup(dupUnexplain, "G2", x, "lease %d of unknown worker %s was rescued", x.Token, x.Worker)
+	case w.Killed && !lapsed.Before(w.KilledAt):
+		c.r.Duplicates[dupCrash]++ // G9's timing is checked over every rescue in checkG9
+	case w.Stopped && !lapsed.Before(w.SigtermAt):
+		switch {
+		case w.Report != nil && slices.Contains(w.Report.Abandoned, x.ref()):
+			c.r.Duplicates[dupAbandoned]++
+		case w.Report != nil && w.Report.Unwritten && c.faulted(w.SigtermAt, w.ExitAt, faultPGRestart):
+			c.r.Duplicates[dupDBDownStop]++
+		default:
+			c.dup(dupUnwritten, "G2", x, "%s's handler (lease %d) returned during %s's graceful stop, yet the lease was rescued at %s and the job ran again",
+				x.Mode, x.Token, w.Name, e.At.Format(time.RFC3339Nano))
+		}
+	case c.faulted(lapsed.Add(-c.d.Settings.Lease-time.Second), lapsed, faultConnKill, faultPGRestart):
+		c.r.Duplicates[dupLeaseLost]++
+	default:
+		c.dup(dupUnexplain, c.guaranteeOf(x), x, "lease %d on %s lapsed at %s with no fault to explain it, and the job ran again",
+			x.Token, x.Worker, lapsed.Format(time.RFC3339Nano))
+	}
+}
+
+// faulted reports whether a fault of one of kinds overlapped [from, to].
+func (c *checker) faulted(from, to time.Time, kinds ...string) bool {
+	for i := range c.d.Faults {
+		f := &c.d.Faults[i]
+		if slices.Contains(kinds, f.Kind) && !f.At.After(to) && !f.until().Before(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkG9: every lease a killed worker held at the kill is rescued within
+// lease duration + rescue interval (+ slack). A rescue later than that while
+// the database was faulted is counted as excused.
+func (c *checker) checkG9() {
+	s := c.d.Settings
+	bound := s.Lease + s.Rescue
+	for i := range c.d.Ends {
+		e := &c.d.Ends[i]
+		if c.kinds[e.ref()] != endRescue {
+			continue
+		}
+		w := c.workers[e.Holder]
+		if w == nil || !w.Killed || e.ExpiresAt.Before(w.KilledAt) {
+			continue
+		}
+		late := e.At.Sub(w.KilledAt)
+		if late > bound+s.G9Slack {
+			if c.faulted(w.KilledAt, e.At, faultConnKill, faultPGRestart) {
+				c.r.G9Excused++
+				continue
+			}
+			c.violate("G9", "job %d: lease %d of %s, killed at %s, rescued %s after the kill; the bound is %s (+%s slack)",
+				e.JobID, e.Token, w.Name, w.KilledAt.Format(time.RFC3339Nano), late.Round(time.Millisecond), bound, s.G9Slack)
+		}
+		c.r.G9Checked++
+		c.r.WorstRerun = max(c.r.WorstRerun, late)
+	}
+}
+
+// checkStops: every graceful stop returned within its budget + 100 ms (G4), as
+// the worker measured it, and the process exited soon after; no worker died on
+// its own.
+func (c *checker) checkStops() {
+	s := c.d.Settings
+	for i := range c.d.Workers {
+		w := &c.d.Workers[i]
+		switch {
+		case w.Died:
+			c.violate("RUN", "worker %s exited on its own: %s", w.Name, w.ExitStatus)
+		case w.Stopped:
+			c.r.GracefulStops++
+			if w.Report == nil {
+				c.violate("G4", "worker %s printed no stop report (%s)", w.Name, orNone(w.ExitStatus))
+				continue
+			}
+			c.r.StaleRejected += w.Report.StaleWrites
+			c.r.WorstStop = max(c.r.WorstStop, w.Report.Took)
+			if w.Report.Took > w.Report.Budget+stopAllowance {
+				c.violate("G4", "worker %s: Stop took %s with a budget of %s", w.Name, w.Report.Took, w.Report.Budget)
+			}
+			if !w.ExitAt.IsZero() {
+				exit := w.ExitAt.Sub(w.SigtermAt)
+				c.r.WorstExit = max(c.r.WorstExit, exit)
+				if exit > s.StopBudget+stopAllowance+s.ExitSlack {
+					c.violate("G4", "worker %s exited %s after SIGTERM with a budget of %s", w.Name, exit, s.StopBudget)
+				}
+			}
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/weirdriver"
+)
+
+// soakT0 is the start of the hand-made soak logs.
+var soakT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// at is soakT0 plus sec seconds.
+func at(sec float64) time.Time { return soakT0.Add(time.Duration(sec * float64(time.Second))) }
+
+// cleanSoak is a hand-made audit trail of a run that keeps the contract: one
+// graceful restart (w1.1, which abandons a stubborn handler, releases a job
+// and returns a prefetched one), one kill (w2.1, with a job running and one
+// prefetched), a connection kill that costs a lease, planned failures, and
+// the final stops of w1.2 and w2.2.
+func cleanSoak() *soakData {
+	d := &soakData{
+		Settings: soakSettings{Lease: 3 * time.Second, Heartbeat: 500 * time.Millisecond, Rescue: time.Second,
+			StopBudget: 3 * time.Second, G9Slack: 500 * time.Millisecond, ExitSlack: time.Second},
+		Workers: []workerRun{
+			{Name: "w1.1", Start: at(0), Stopped: true, SigtermAt: at(10), ExitAt: at(13.01),
+				Report: &stopReport{Budget: 3 * time.Second, Took: 3 * time.Second, Abandoned: []leaseRef{{5, 1}}}},
+			{Name: "w2.1", Start: at(0), Killed: true, KilledAt: at(20)},
+			{Name: "w1.2", Start: at(10), Stopped: true, Final: true, SigtermAt: at(40), ExitAt: at(40.5),
+				Report: &stopReport{Budget: 3 * time.Second, Took: 400 * time.Millisecond, StaleWrites: 1}},
+			{Name: "w2.2", Start: at(20), Stopped: true, Final: true, SigtermAt: at(40), ExitAt: at(40.3),
+				Report: &stopReport{Budget: 3 * time.Second, Took: 200 * time.Millisecond}},
+		},
+		Faults: []faultEvent{
+			{Kind: faultRestart, Worker: "w1.1", At: at(10)},
+			{Kind: faultKill, Worker: "w2.1", At: at(20)},
+			{Kind: faultConnKill, At: at(26), Detail: "12"},
+		},
+		Inserted: []int64{1, 2, 3, 4, 5, 6, 7, 8},
+	}
+	exec := func(job, token int64, worker, mode string, start, end float64, result string) {
+		x := auditExec{ID: int64(len(d.Execs) + 1), JobID: job, Token: token, Attempt: int(token), Worker: worker,
+			Mode: mode, Started: at(start), Result: result}
+		if end > 0 {
+			x.Ended = at(end)
+		}
+		d.Execs = append(d.Execs, x)
+	}
+	end := func(job, token int64, holder, state string, sec float64, e leaseEnd) {
+		e.JobID, e.Token, e.Holder, e.State, e.At = job, token, holder, state, at(sec)
+		if e.AttemptBefore == 0 && e.AttemptAfter == 0 {
+			e.AttemptBefore, e.AttemptAfter = int(token), int(token)
+		}
+		if e.ExpiresAt.IsZero() {
+			e.ExpiresAt = at(sec + 2)
+		}
+		d.Ends = append(d.Ends, e)
+	}
+	rescued := func(expires float64) leaseEnd {
+		return leaseEnd{Error: weirdriver.DefaultRescueError, ExpiresAt: at(expires)}
+	}
+	completed := func(job, token int64, worker string, start float64) {
+		exec(job, token, worker, modeOK, start, start+0.01, "ok")
+		end(job, token, worker, "completed", start+0.02, leaseEnd{})
+		d.Jobs = append(d.Jobs, finalJob{ID: job, State: "completed", Token: token, AttemptedBy: worker, Attempt: int(token)})
+	}
+
+	// 1: completed at once.
+	completed(1, 1, "w1.1", 1)
+	// 2: a planned failure, then completed.
+	exec(2, 1, "w1.1", modeFail, 2, 2.01, "failed")
+	end(2, 1, "w1.1", "retryable", 2.02, leaseEnd{Error: "soak probe token=1: planned failure of the first attempt"})
+	completed(2, 2, "w2.1", 3)
+	// 3: running at the kill of w2.1, rescued 3.2 s after it, run again.
+	exec(3, 1, "w2.1", modeOK, 19, 0, "")
+	end(3, 1, "w2.1", "retryable", 23.2, rescued(22.5))
+	completed(3, 2, "w2.2", 24)
+	// 4: cancelled by w1.1's stop and released, run again.
+	exec(4, 1, "w1.1", modeOK, 9, 12, "shutdown")
+	end(4, 1, "w1.1", "available", 12.01, leaseEnd{Released: true, AttemptAfter: 0, AttemptBefore: 1})
+	completed(4, 2, "w1.2", 14)
+	// 5: a stubborn handler abandoned by w1.1's stop, rescued after expiry.
+	exec(5, 1, "w1.1", modeStubborn, 9.5, 0, "")
+	end(5, 1, "w1.1", "retryable", 16.5, rescued(15.9))
+	completed(5, 2, "w1.2", 17)
+	// 6: prefetched by w1.1 and returned at its stop.
+	end(6, 1, "w1.1", "available", 10.1, leaseEnd{AttemptBefore: 1, AttemptAfter: 0})
+	completed(6, 2, "w1.2", 11)
+	// 7: prefetched by w2.1 at the kill, rescued.
+	end(7, 1, "w2.1", "retryable", 23.3, rescued(22.9))
+	completed(7, 2, "w2.2", 24)
+	// 8: its lease lapsed after the connection kill; run again.
+	exec(8, 1, "w2.2", modeOK, 25, 27.9, "lease lost")
+	end(8, 1, "w2.2", "retryable", 28.5, rescued(28))
+	completed(8, 2, "w1.2", 29)
+	return d
+}
+
+func TestSoakCheckClean(t *testing.T) {
+	t.Parallel()
+	r := checkSoak(cleanSoak())
+	for _, v := range r.Violations {
+		t.Errorf("clean log: %s: %s", v.Guarantee, v.Msg)
+	}
+	want := soakReport{
+		Inserted: 8, Jobs: 8, Executions: 13, Restarts: 1, Kills: 1, ConnKills: 1, BackendsKilled: 12,
+		GracefulStops: 3, Retries: 1, Releases: 1, Returns: 1, Rescues: 4, StaleRejected: 1,
+		WorstStop: 3 * time.Second, WorstExit: 3010 * time.Millisecond, WorstRerun: 3300 * time.Millisecond, G9Checked: 2,
+	}
+	got := *r
+	got.States, got.Duplicates, got.Violations = nil, nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("report\n got %+v\nwant %+v", got, want)
+	}
+	if fmt.Sprint(r.Duplicates) != fmt.Sprint(map[string]int{dupCrash: 1, dupAbandoned: 1, dupLeaseLost: 1}) {
+		t.Errorf("duplicates %v", r.Duplicates)
+	}
+	if r.States["completed"] != 8 || len(r.States) != 1 {
+		t.Errorf("states %v", r.States)
+	}
+}
+
+// TestSoakCheckViolations breaks the clean log in each way the checks know,
+// and wants each breach found under its guarantee.
+func TestSoakCheckViolations(t *testing.T) {
+	t.Parallel()
+	findExec := func(d *soakData, job, token int64) *auditExec {
+		for i := range d.Execs {
+			if d.Execs[i].JobID == job && d.Execs[i].Token == token {
+				return &d.Execs[i]
+			}
+		}
+		panic(fmt.Sprintf("no execution %d/%d", job, token))
+	}
+	findEnd := func(d *soakData, job, token int64) *leaseEnd {
+		for i := range d.Ends {
+			if d.Ends[i].JobID == job && d.Ends[i].Token == token {
+				return &d.Ends[i]
+			}
+		}
+		panic(fmt.Sprintf("no lease end %d/%d", job, token))
+	}
+	findJob := func(d *soakData, id int64) *finalJob {
+		for i := range d.Jobs {
+			if d.Jobs[i].ID == id {
+				return &d.Jobs[i]
+			}
+		}
+		panic(fmt.Sprintf("no job %d", id))
+	}
+	worker := func(d *soakData, name string) *workerRun {
+		for i := range d.Workers {
+			if d.Workers[i].Name == name {
+				return &d.Workers[i]
+			}
+		}
+		panic("no worker " + name)
+	}
+	for _, tt := range []struct {
+		name      string
+		breakIt   func(d *soakData)
+		guarantee string
+		contains  string
+	}{
+		{"job gone", func(d *soakData) {
+			d.Jobs = slices.DeleteFunc(d.Jobs, func(j finalJob) bool { return j.ID == 1 })
+		}, "G1", "job 1 was inserted and is gone"},
+		{"job not final", func(d *soakData) { findJob(d, 2).State = "available" }, "G1", "job 2 is available after the drain"},
+		{"outcome lost at a graceful stop", func(d *soakData) {
+			// Job 4's handler returned ok during w1.1's stop, but its lease
+			// was rescued: the Awa bug.
+			x := findExec(d, 4, 1)
+			x.Result, x.Ended = "ok", at(11.9)
+			e := findEnd(d, 4, 1)
+			*e = leaseEnd{JobID: 4, Token: 1, Holder: "w1.1", AttemptBefore: 1, AttemptAfter: 1, State: "retryable",
+				Error: weirdriver.DefaultRescueError, ExpiresAt: at(13.5), At: at(13.9)}
+		}, "G2", "returned during w1.1's graceful stop"},
+		{"ran again after completed", func(d *soakData) {
+			d.Execs = append(d.Execs, auditExec{ID: 99, JobID: 1, Token: 2, Attempt: 2, Worker: "w1.2", Mode: modeOK,
+				Started: at(15), Ended: at(15.1), Result: "ok"})
+			d.Ends = append(d.Ends, leaseEnd{JobID: 1, Token: 2, Holder: "w1.2", AttemptBefore: 2, AttemptAfter: 2,
+				State: "completed", ExpiresAt: at(18), At: at(15.2)})
+			j := findJob(d, 1)
+			j.Token, j.AttemptedBy = 2, "w1.2"
+		}, "G2", "job 1: ran again (lease 2) after lease 1 ended it completed"},
+		{"completed before its handler returned", func(d *soakData) { findEnd(d, 2, 2).At = at(3.005) }, "G3",
+			"completed 5ms before its handler returned"},
+		{"another lease's error", func(d *soakData) {
+			findEnd(d, 2, 1).Error = "soak probe token=7: planned failure of the first attempt"
+		}, "G3", "with the error of lease 7"},
+		{"an error not from the probe", func(d *soakData) { findEnd(d, 2, 1).Error = "boom" }, "G3", "not the probe's"},
+		{"completed with no handler", func(d *soakData) {
+			e := findEnd(d, 6, 1)
+			e.State, e.AttemptAfter = "completed", 1
+		}, "G3", "completed, but no handler ran under this lease"},
+		{"completed after a failure", func(d *soakData) {
+			findEnd(d, 2, 1).State, findEnd(d, 2, 1).Error = "completed", ""
+		}, "G3", `completed, but its handler recorded "failed"`},
+		{"released after ok", func(d *soakData) { findExec(d, 4, 1).Result = "ok" }, "G3",
+			"released at shutdown, but its handler returned ok"},
+		{"returned after it ran", func(d *soakData) {
+			d.Execs = append(d.Execs, auditExec{ID: 98, JobID: 6, Token: 1, Attempt: 1, Worker: "w1.1", Mode: modeOK,
+				Started: at(9.8), Result: ""})
+		}, "G3", "returned as never started, but its handler ran on w1.1"},
+		{"one lease run twice", func(d *soakData) {
+			x := *findExec(d, 1, 1)
+			x.ID, x.Worker = 97, "w2.1"
+			d.Execs = append(d.Execs, x)
+		}, "G3", "lease token 1 ran twice"},
+		{"final row of another lease", func(d *soakData) { findJob(d, 1).Token = 3 }, "G3", "its last lease to end was 1"},
+		{"claimed by one, run by another", func(d *soakData) { findEnd(d, 1, 1).Holder = "w2.1" }, "G3",
+			"claimed by w2.1 but run by w1.1"},
+		{"rescued before expiry", func(d *soakData) { findEnd(d, 7, 1).ExpiresAt = at(24) }, "G3", "before its lease expired"},
+		{"lease left running", func(d *soakData) { findEnd(d, 2, 1).State = "running" }, "G3", "left running for running"},
+		{"lease never ended", func(d *soakData) {
+			d.Ends = slices.DeleteFunc(d.Ends, func(e leaseEnd) bool { return e.JobID == 8 && e.Token == 1 })
+		}, "G3", "ran again under lease 2 although lease 1 never ended"},
+		{"stop over budget", func(d *soakData) { worker(d, "w1.1").Report.Took = 3200 * time.Millisecond }, "G4",
+			"Stop took 3.2s with a budget of 3s"},
+		{"no stop report", func(d *soakData) { worker(d, "w1.2").Report = nil }, "G4", "w1.2 printed no stop report"},
+		{"slow exit", func(d *soakData) { worker(d, "w2.2").ExitAt = at(46) }, "G4", "w2.2 exited 6s after SIGTERM"},
+		{"late rescue after a kill", func(d *soakData) { findEnd(d, 3, 1).At = at(25) }, "G9",
+			"rescued 5s after the kill; the bound is 4s"},
+		{"duplicate of a job not running at the kill", func(d *soakData) {
+			// Job 3's lease lapsed before w2.1 was killed, with no fault to
+			// explain it.
+			x := findExec(d, 3, 1)
+			x.Started = at(14)
+			e := findEnd(d, 3, 1)
+			e.ExpiresAt, e.At = at(18), at(18.5)
+			x2 := findExec(d, 3, 2)
+			x2.Worker, x2.Started, x2.Ended = "w1.2", at(19), at(19.01)
+			e2 := findEnd(d, 3, 2)
+			e2.Holder, e2.At = "w1.2", at(19.02)
+			findJob(d, 3).AttemptedBy = "w1.2"
+		}, "G9", "lapsed at"},
+		{"lease lost with no fault", func(d *soakData) {
+			d.Faults = slices.DeleteFunc(d.Faults, func(f faultEvent) bool { return f.Kind == faultConnKill })
+		}, "G2", "job 8: lease 1 on w2.2 lapsed at"},
+		{"worker died", func(d *soakData) {
+			w := worker(d, "w2.2")
+			w.Stopped, w.Final, w.Died, w.ExitStatus = false, false, true, "exit status 2"
+		}, "RUN", "w2.2 exited on its own: exit status 2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := cleanSoak()
+			tt.breakIt(d)
+			r := checkSoak(d)
+			found := false
+			for _, v := range r.Violations {
+				if v.Guarantee == tt.guarantee && strings.Contains(v.Msg, tt.contains) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no %s violation containing %q; got %+v", tt.guarantee, tt.contains, r.Violations)
+			}
+		})
+	}
+}
+
+// TestSoakCheckDBDownAtStop: an outcome that a graceful stop could not write
+// while the server was restarting is allowed (the contract bounds Stop, and
+// rescue must then run the job again), and counted apart.
+func TestSoakCheckDBDownAtStop(t *testing.T) {
+	t.Parallel()
+	d := cleanSoak()
+	d.Faults = append(d.Faults, faultEvent{Kind: faultPGRestart, At: at(11), Until: at(14)})
+	d.Workers[0].Report.Unwritten = true
+	for i := range d.Execs {
+		if x := &d.Execs[i]; x.JobID == 4 && x.Token == 1 {
+			x.Result, x.Ended = "ok", at(11.9)
+		}
+	}
+	for i := range d.Ends {
+		if e := &d.Ends[i]; e.JobID == 4 && e.Token == 1 {
+			*e = leaseEnd{JobID: 4, Token: 1, Holder: "w1.1", AttemptBefore: 1, AttemptAfter: 1, State: "retryable",
+				Error: weirdriver.DefaultRescueError, ExpiresAt: at(13.5), At: at(16)}
+		}
+	}
+	r := checkSoak(d)
+	if len(r.Violations) != 0 || r.Duplicates[dupDBDownStop] != 1 {
+		t.Fatalf("violations %+v, duplicates %v", r.Violations, r.Duplicates)
+	}
+}
+
+func TestSoakFlags(t *testing.T) {
+	t.Parallel()
+	url := map[string]string{envDatabaseURL: dbtest.URL()}
+	for _, tt := range []struct {
+		env      map[string]string
+		args     []string
+		contains string
+	}{
+		{nil, nil, "no database URL"},
+		{url, []string{"--workers", "0"}, "--workers 0 is outside 1..32"},
+		{url, []string{"--rate", "0"}, "--rate 0 is outside"},
+		{url, []string{"--concurrency", "0"}, "--concurrency 0 is outside 1..1000"},
+		{url, []string{"--duration", "0s"}, "--duration 0s must be positive"},
+		{url, []string{"--kill-every", "-1s"}, "--kill-every -1s must be positive"},
+		{url, []string{"--lease", "1s", "--heartbeat", "500ms"}, "--lease 1s is under 3× --heartbeat 500ms"},
+		{url, []string{"--g9-slack", "-1ms"}, "--g9-slack -1ms is negative"},
+		{url, []string{"--faults", "restart,flood"}, `unknown fault "flood"`},
+		{url, []string{"--faults", "pgrestart"}, "the pgrestart fault needs --start-postgres"},
+		{nil, []string{"--start-postgres", "--database-url", dbtest.URL()}, "--start-postgres and --database-url exclude each other"},
+		{nil, []string{"--database-url", "jobs.db"}, "runs on PostgreSQL only"},
+		{nil, []string{"--database-url", "sqlite:jobs.db"}, "runs on PostgreSQL only"},
+		{url, []string{"--schema", "Bad"}, "bad --schema"},
+		{url, []string{"--duration", "soon"}, "invalid value \"soon\" for flag -duration"},
+		{url, []string{"--worker"}, "--worker needs --worker-name"},
+		{url, []string{"--worker-name", "w1.1"}, "--worker-name is only for --worker"},
+		{url, []string{"extra"}, `unexpected argument "extra"`},
+	} {
+		r := runWeir(t, tt.env, append([]string{"soak"}, tt.args...)...)
+		wantFailure(t, r, exitUsage, tt.contains)
+	}
+	r := runWeir(t, nil, "help", "soak")
+	wantOK(t, r)
+	for _, s := range []string{"weir soak", "-faults", "-restart-every", "-kill-every", "-connkill-every", "-pgrestart-every",
+		"-start-postgres", "-stop-budget", "-lease", "G9"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("help does not mention %q", s)
+		}
+	}
+	if strings.Contains(r.stdout, "-worker-name") {
+		t.Errorf("help shows the hidden worker flags")
+	}
+}
+
+// TestSoakRefusesForeignSchema: a schema holding tables the soak did not make
+// is left alone.
+func TestSoakRefusesForeignSchema(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	pool := dbtest.Pool(t, nil)
+	if _, err := pool.Exec(t.Context(), "CREATE TABLE "+pgx.Identifier{schema, "orders"}.Sanitize()+" (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	r := runWeir(t, map[string]string{envDatabaseURL: dbtest.URL()}, "soak", "--schema", schema)
+	wantFailure(t, r, exitFailure, "holds tables that weir soak did not make (orders)")
+}
+
+// TestSoakEndToEnd runs a short soak with the built binary: two workers,
+// graceful restarts, a kill and connection kills, in a schema of its own.
+func TestSoakEndToEnd(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("a 10-second soak; skipped with -short")
+	}
+	bin := buildWeir(t)
+	schema := dbtest.Schema(t)
+	r := bin.run(t, nil, "soak", "--database-url", dbtest.URL(), "--schema", schema,
+		"--duration", "8s", "--workers", "2", "--concurrency", "8", "--rate", "60",
+		"--restart-every", "2s", "--kill-every", "5s", "--connkill-every", "3s",
+		"--lease", "2s", "--heartbeat", "400ms", "--rescue", "500ms", "--stop-budget", "1500ms",
+		"--job-timeout", "200ms", "--drain-timeout", "1m", "--log", filepath.Join(t.TempDir(), "soak.log"))
+	if r.code != 0 {
+		t.Fatalf("soak failed: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	value := func(name string) int {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+(\d+)`).FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("no %q in the table:\n%s", name, r.stdout)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if value("graceful restarts") < 2 || value("kills (SIGKILL)") < 1 || value("connection kills") < 1 {
+		t.Errorf("too few faults:\n%s", r.stdout)
+	}
+	for _, check := range []string{"G1", "G2", "G3", "G4", "G9", "RUN"} {
+		if !regexp.MustCompile(`(?m)^` + check + ` .*\sok$`).MatchString(r.stdout) {
+			t.Errorf("check %s did not pass:\n%s", check, r.stdout)
+		}
+	}
+	// The table's counts are the audit trail's.
+	pool := dbtest.Pool(t, nil)
+	var execs, jobs, final int
+	if err := pool.QueryRow(t.Context(), "SELECT (SELECT count(*) FROM "+pgx.Identifier{schema, "soak_exec"}.Sanitize()+
+		"), count(*), count(*) FILTER (WHERE state = 'completed') FROM "+pgx.Identifier{schema, "weir_job"}.Sanitize()).
+		Scan(&execs, &jobs, &final); err != nil {
+		t.Fatal(err)
+	}
+	if execs != value("executions") || jobs != value("jobs inserted") || final != jobs || jobs < 300 {
+		t.Errorf("audit trail: %d executions, %d jobs, %d completed; table:\n%s", execs, jobs, final, r.stdout)
+	}
+}

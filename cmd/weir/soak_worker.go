@@ -1,0 +1,327 @@
+package main
+
+// The worker process of weir soak: the orchestrator re-executes the weir
+// binary as `weir soak --worker --worker-name NAME ...`, with the database URL
+// in WEIR_DATABASE_URL. A worker runs a client on the soak's queue with the
+// probe handler, prints "ready" on stdout once started, and on SIGTERM (or
+// SIGINT) stops gracefully within --stop-budget and prints one "stop {json}"
+// line, its stopReport. A second signal stops it hard (StopAndCancel). When its
+// standard input closes (the orchestrator is gone) it stops the same way.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver/weirpgx"
+)
+
+// soakQueue is the queue the soak's jobs go to.
+const soakQueue = "soak"
+
+// The probe's modes: what a probe job does when it runs.
+const (
+	modeOK       = "ok"       // sleeps ms, honouring its context, and succeeds
+	modeFail     = "fail"     // its first attempt fails; later ones succeed
+	modeOverrun  = "overrun"  // its first attempt outlasts its timeout, which cancels it
+	modeStubborn = "stubborn" // sleeps ms ignoring its context, past its timeout, then succeeds
+)
+
+// soakProbeArgs are a probe job's arguments.
+type soakProbeArgs struct {
+	Mode string `json:"mode"`
+	MS   int    `json:"ms"`
+}
+
+func (soakProbeArgs) Kind() string { return "weir.soak.probe" }
+
+// soakProbe is the probe handler. Every execution writes its start to
+// soak_exec, committed before the work begins, and its end (with what the
+// handler is about to return), committed before the handler returns.
+type soakProbe struct {
+	pool    *pgxpool.Pool
+	name    string
+	pid     int
+	timeout time.Duration // the timeout of overrun and stubborn jobs
+	start   string        // the audit statements
+	end     string
+
+	mu      sync.Mutex
+	running map[leaseRef]bool // handlers that have not returned
+	// deadline is the stop's deadline once a stop began; handlers that return
+	// after it are late: abandoned, by the contract, like those still running.
+	deadline time.Time
+	late     []leaseRef
+}
+
+func newSoakProbe(pool *pgxpool.Pool, schema, name string, timeout time.Duration) *soakProbe {
+	table := pgx.Identifier{schema, "soak_exec"}.Sanitize()
+	return &soakProbe{
+		pool: pool, name: name, pid: os.Getpid(), timeout: timeout, running: map[leaseRef]bool{},
+		// The nonce makes a retried insert of the same start idempotent (its
+		// first try may have committed before the connection dropped), while two
+		// handlers running under one lease would still leave two rows.
+		start: "INSERT INTO " + table + ` AS x (job_id, lease_token, attempt, worker, pid, mode, nonce)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (job_id, lease_token, nonce) DO UPDATE SET nonce = x.nonce RETURNING id`,
+		end: "UPDATE " + table + " SET ended_at = clock_timestamp(), result = $2 WHERE id = $1",
+	}
+}
+
+// Timeout implements weir.WorkerWithTimeout: overrun and stubborn jobs get the
+// short timeout they are meant to outlast.
+func (p *soakProbe) Timeout(job *weir.JobRow) time.Duration {
+	var args soakProbeArgs
+	if json.Unmarshal(job.Args, &args) == nil && (args.Mode == modeOverrun || args.Mode == modeStubborn) {
+		return p.timeout
+	}
+	return 0
+}
+
+// Work implements weir.Worker. Every error it returns names the lease token
+// (token=N), so that the checks can tell whose error an outcome carries.
+func (p *soakProbe) Work(ctx context.Context, job *weir.Job[soakProbeArgs]) error {
+	ref := leaseRef{job.ID, job.LeaseToken}
+	p.mu.Lock()
+	p.running[ref] = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.running, ref)
+		if !p.deadline.IsZero() && !time.Now().Before(p.deadline) {
+			p.late = append(p.late, ref)
+		}
+		p.mu.Unlock()
+	}()
+
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	var id int64
+	err := retryAudit(ctx, func(ctx context.Context) error {
+		return p.pool.QueryRow(ctx, p.start, job.ID, job.LeaseToken, job.Attempt, p.name, p.pid,
+			job.Args.Mode, hex.EncodeToString(nonce[:])).Scan(&id)
+	})
+	if err != nil {
+		return fmt.Errorf("soak probe token=%d: audit start: %w", job.LeaseToken, err)
+	}
+	result, workErr := p.work(ctx, job)
+	// The end is written even when the handler's context was cancelled, since
+	// the handler is about to return; a handler that cannot write it returns
+	// an error instead.
+	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := retryAudit(endCtx, func(ctx context.Context) error {
+		_, err := p.pool.Exec(ctx, p.end, id, result)
+		return err
+	}); err != nil {
+		return fmt.Errorf("soak probe token=%d: audit end: %w", job.LeaseToken, err)
+	}
+	return workErr
+}
+
+// work does what the job's mode says, and returns the result to record and
+// the error to return.
+func (p *soakProbe) work(ctx context.Context, job *weir.Job[soakProbeArgs]) (string, error) {
+	d := time.Duration(job.Args.MS) * time.Millisecond
+	switch job.Args.Mode {
+	case modeFail:
+		if job.Attempt == 1 {
+			return "failed", fmt.Errorf("soak probe token=%d: planned failure of the first attempt", job.LeaseToken)
+		}
+	case modeOverrun:
+		if job.Attempt == 1 {
+			d = 10 * p.timeout
+		}
+	case modeStubborn:
+		time.Sleep(d) // ignores every cancellation
+		return "ok", nil
+	}
+	if d <= 0 {
+		return "ok", nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return "ok", nil
+	case <-ctx.Done():
+		cause := context.Cause(ctx)
+		return causeName(cause), fmt.Errorf("soak probe token=%d: %w", job.LeaseToken, cause)
+	}
+}
+
+// causeName is the result a handler records when its context was cancelled.
+func causeName(cause error) string {
+	switch {
+	case errors.Is(cause, weir.ErrShutdown):
+		return "shutdown"
+	case errors.Is(cause, weir.ErrJobTimeout):
+		return "timeout"
+	case errors.Is(cause, weir.ErrLeaseLost):
+		return "lease lost"
+	case errors.Is(cause, weir.ErrJobCancelRequested):
+		return "cancel requested"
+	}
+	return "cancelled"
+}
+
+// retryAudit runs an audit statement, trying again twice when it fails while
+// ctx lasts: a connection the soak terminated fails once, and the pool then
+// opens another.
+func retryAudit(ctx context.Context, stmt func(context.Context) error) error {
+	var err error
+	for try := range 3 {
+		if try > 0 {
+			t := time.NewTimer(time.Duration(try) * 20 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return errors.Join(err, context.Cause(ctx))
+			case <-t.C:
+			}
+		}
+		if err = stmt(ctx); err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// stopping tells the probe the stop's deadline.
+func (p *soakProbe) stopping(deadline time.Time) {
+	p.mu.Lock()
+	p.deadline = deadline
+	p.mu.Unlock()
+}
+
+// abandoned lists the handlers that had not returned by the stop's deadline.
+func (p *soakProbe) abandoned() []leaseRef {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	refs := slices.Clone(p.late)
+	for ref := range p.running {
+		refs = append(refs, ref)
+	}
+	return refs
+}
+
+// workerAppName is the application_name of a worker's sessions; the
+// connection-kill fault terminates every session whose name starts with
+// workerAppPrefix.
+func workerAppName(schema, name string) string { return workerAppPrefix(schema) + name }
+
+func workerAppPrefix(schema string) string { return "weir-soak:" + schema + ":w" }
+
+// runSoakWorker is the worker process. It returns when it has stopped.
+func runSoakWorker(ctx context.Context, e *env, f *soakFlags) error {
+	// Its own channel, so that it sees the second signal too (main's context
+	// only sees the first).
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(signals)
+
+	url := e.getenv(envDatabaseURL)
+	if url == "" {
+		return usagef("soak: the worker needs %s", envDatabaseURL)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return usagef("database URL does not parse: %s", redact(parseReason(err), url, ""))
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = workerAppName(f.schema, f.workerName)
+	cfg.MaxConns = int32(min(f.concurrency, 16) + 4)
+	startCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(startCtx, cfg)
+	if err != nil {
+		return fmt.Errorf("soak worker %s: %s", f.workerName, redact(err.Error(), url, cfg.ConnConfig.Password))
+	}
+	// The pool is not closed: Close waits for connections in use, which an
+	// abandoned handler may hold. The process exits right after the stop.
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: f.schema})
+	if err != nil {
+		return err
+	}
+	probe := newSoakProbe(pool, f.schema, f.workerName, f.jobTimeout)
+	workers := weir.NewWorkers()
+	if err := weir.AddWorkerSafely[soakProbeArgs](workers, probe); err != nil {
+		return err
+	}
+	client, err := weir.NewClient(driver, &weir.Config{
+		ID:                 f.workerName,
+		Workers:            workers,
+		Queues:             map[string]weir.QueueConfig{soakQueue: {MaxWorkers: f.concurrency}},
+		Logger:             slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		LeaseDuration:      f.lease,
+		HeartbeatInterval:  f.heartbeat,
+		RescueInterval:     f.rescue,
+		FetchPollInterval:  200 * time.Millisecond,
+		RetryPolicy:        weir.ExponentialBackoff{Base: 100 * time.Millisecond, Max: 2 * time.Second},
+		CompletedRetention: -1,
+		CancelledRetention: -1,
+		DiscardedRetention: -1,
+	})
+	if err != nil {
+		return err
+	}
+	if err := client.Start(startCtx); err != nil {
+		return fmt.Errorf("soak worker %s: %s", f.workerName, redact(err.Error(), url, cfg.ConnConfig.Password))
+	}
+	fmt.Fprintln(e.stdout, "ready")
+
+	// The orchestrator holds our standard input open; EOF means it is gone.
+	orphaned := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(orphaned)
+	}()
+	select {
+	case <-signals:
+	case <-ctx.Done(): // main saw the signal first, before ours was registered
+	case <-orphaned:
+	}
+	received := time.Now()
+	probe.stopping(received.Add(f.stopBudget))
+	stopCtx, cancelStop := context.WithDeadline(context.Background(), received.Add(f.stopBudget))
+	defer cancelStop()
+	go func() { // a second signal stops hard; the goroutine ends with the process
+		select {
+		case <-signals:
+			_ = client.StopAndCancel(stopCtx)
+		case <-stopCtx.Done():
+		}
+	}()
+	stopErr := client.Stop(stopCtx)
+	took := time.Since(received)
+	stats := client.Stats()
+	report := stopReport{
+		Budget: f.stopBudget, Took: took, Abandoned: probe.abandoned(),
+		StaleWrites: stats.StaleWrites, LeasesLost: stats.LeasesLost, AbandonedOutcomes: stats.Abandoned,
+	}
+	if stopErr != nil {
+		report.Error = stopErr.Error()
+		report.Unwritten = strings.Contains(report.Error, "not written")
+	}
+	line, err := json.Marshal(report)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "stop %s\n", line)
+	return nil
+}

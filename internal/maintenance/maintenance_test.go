@@ -408,6 +408,8 @@ func TestRescue(t *testing.T) {
 
 	cfg := taskConfig(t, "leader")
 	cfg.RescueInterval = 50 * time.Millisecond
+	// Only the rescue pass itself can make the rescued jobs available.
+	cfg.ScheduleInterval = time.Hour
 	s := start(t, b.exec, cfg)
 
 	rescued := func(job *weirtype.JobRow) bool {
@@ -420,7 +422,7 @@ func TestRescue(t *testing.T) {
 	awaitCond(t, "rescue", nil, func() bool {
 		for _, j := range retried {
 			job := getJob(t, b.exec, j.ID)
-			if job.State != weirtype.JobStateRetryable && job.State != weirtype.JobStateAvailable || !rescued(job) {
+			if job.State != weirtype.JobStateAvailable || !rescued(job) {
 				return false
 			}
 		}

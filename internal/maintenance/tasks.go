@@ -88,8 +88,17 @@ func (s *Service) fenced(ctx context.Context, stmt func(ctx context.Context, exe
 	return n, nil
 }
 
-// rescue takes back jobs whose lease expired.
+// rescue takes back jobs whose lease expired. Those with attempts left become
+// retryable and due at once; the schedule pass that follows makes them
+// available and wakes workers, so that a job of a crashed worker is runnable
+// again as soon as it is rescued (G9), not a schedule interval later.
 func (s *Service) rescue(t *term) {
+	before := s.rescued.Load()
+	defer func() {
+		if s.rescued.Load() > before {
+			s.schedule(t)
+		}
+	}()
 	s.batches(t, "rescue expired leases", func(ctx context.Context, exec weirdriver.Executor) (int, error) {
 		jobs, err := exec.JobRescue(ctx, &weirdriver.JobRescueParams{Limit: s.cfg.BatchSize})
 		if err != nil {

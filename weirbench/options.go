@@ -18,8 +18,11 @@ type Options struct {
 	DatabaseURL string `json:"-"`
 	// Title heads the report ("weir vs River").
 	Title string `json:"title"`
-	// Command is the command that reproduces the run, printed in the report.
-	Command string `json:"command"`
+	// Command and Args are the command that reproduces the run, printed in
+	// the report: Command as it is ("cd bench && go run ./cmd/compare"), then
+	// Args quoted as a shell needs them.
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
 	// Workloads are the workloads to run, by the names Workloads lists.
 	Workloads []string `json:"workloads"`
 	// Rounds is how many times each workload runs on each system, alternating

@@ -86,8 +86,8 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		sets = append(sets, name+"="+r.PostgreSQL[name])
 	}
 	text(plotMargin, 68, 10, "start", "#555", "normal", fit(fmt.Sprintf("PostgreSQL %s; %d CPUs", strings.Join(sets, " "), r.CPUs)))
-	if r.Options.Command != "" {
-		text(plotMargin, 82, 10, "start", "#555", "normal", fit(r.Options.Command))
+	if cmd := r.Options.commandLine(); cmd != "" {
+		text(plotMargin, 82, 10, "start", "#555", "normal", fit(cmd))
 	}
 
 	y := float64(plotHeader)

@@ -83,8 +83,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	o := r.Options
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s, %s; %d round(s), median (min–max)\n", o.Title, r.Date, o.Rounds)
-	if o.Command != "" {
-		fmt.Fprintf(&b, "command: %s\n", o.Command)
+	if cmd := o.commandLine(); cmd != "" {
+		fmt.Fprintf(&b, "command: %s\n", cmd)
 	}
 	var sets []string
 	for _, name := range serverSettings {
@@ -139,19 +139,49 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return err
 }
 
-// sizes says how big each workload was.
+// sizes says how big each workload that ran was.
 func sizes(o Options) string {
 	var rates []string
 	for _, r := range o.MixedRates {
 		rates = append(rates, group(int64(r)))
 	}
-	return fmt.Sprintf("W1 %s jobs; W2 %s jobs/s for %s each, bulk inserts every %s; "+
-		"W3 %s jobs/s for %s, single inserts from %d goroutines; "+
-		"W4 %s jobs in batches of %s, single inserts for %s; W5 %s jobs, %s handlers",
-		group(int64(o.DrainJobs)), strings.Join(rates, "/"), o.MixedDuration, mixedTick,
-		group(int64(o.LatencyRate)), o.LatencyDuration, latencyInserters,
-		group(int64(o.InsertJobs)), group(int64(o.Batch)), o.InsertDuration,
-		group(int64(o.RSSJobs)), group(int64(o.RSSWorkers)))
+	var parts []string
+	add := func(workloads []string, format string, args ...any) {
+		for _, w := range workloads {
+			if slices.Contains(o.Workloads, w) {
+				parts = append(parts, fmt.Sprintf(format, args...))
+				return
+			}
+		}
+	}
+	add([]string{"drain"}, "W1 %s jobs", group(int64(o.DrainJobs)))
+	add([]string{"mixed"}, "W2 %s jobs/s for %s each, bulk inserts every %s", strings.Join(rates, "/"), o.MixedDuration, mixedTick)
+	add([]string{"latency", "latency-defaults"}, "W3 %s jobs/s for %s, single inserts from %d goroutines",
+		group(int64(o.LatencyRate)), o.LatencyDuration, latencyInserters)
+	add([]string{"bulk"}, "W4 %s jobs in batches of %s", group(int64(o.InsertJobs)), group(int64(o.Batch)))
+	add([]string{"single1", "single8"}, "W4 single inserts for %s", o.InsertDuration)
+	add([]string{"rss"}, "W5 %s jobs, %s handlers", group(int64(o.RSSJobs)), group(int64(o.RSSWorkers)))
+	return strings.Join(parts, "; ")
+}
+
+// shellQuote writes args as a shell needs them: an argument that is empty or
+// holds anything but letters, digits and -_=/.,:@%+ is single-quoted.
+func shellQuote(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		plain := a != ""
+		for _, r := range a {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_=/.,:@%+", r)) {
+				plain = false
+			}
+		}
+		if plain {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func ratio(a, b float64) string {
@@ -213,4 +243,12 @@ func percentile(sorted []float64, p float64) float64 {
 	}
 	i := int(math.Ceil(p*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// commandLine is the command that reproduces the run.
+func (o *Options) commandLine() string {
+	if len(o.Args) == 0 {
+		return o.Command
+	}
+	return o.Command + " " + shellQuote(o.Args)
 }

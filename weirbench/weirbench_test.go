@@ -216,6 +216,9 @@ func TestFormat(t *testing.T) {
 	if c := compactJobs(1_000_000); c != "1M" {
 		t.Errorf("compactJobs(1e6) = %q", c)
 	}
+	if got, want := shellQuote([]string{"--plot", "", "a b", "x'y", "--rates=2000,5000"}), `--plot '' 'a b' 'x'\''y' --rates=2000,5000`; got != want {
+		t.Errorf("shellQuote = %s, want %s", got, want)
+	}
 }
 
 func TestOptionsValidate(t *testing.T) {

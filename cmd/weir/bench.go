@@ -128,7 +128,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	o.bench.DatabaseURL = o.url
 	o.bench.Title = "weir bench"
-	o.bench.Command = "weir bench " + strings.Join(redactArgs(args, o.url), " ")
+	o.bench.Command, o.bench.Args = "weir bench", redactArgs(args, o.url)
 	o.bench.Progress = e.stderr
 	o.bench.ChildCommand = append([]string{exe, "bench"}, args...)
 	rep, err := weirbench.Run(ctx, o.bench, sys)

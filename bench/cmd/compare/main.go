@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"syscall"
 
 	"github.com/weirq/weir/weirbench"
@@ -67,7 +66,7 @@ func main() {
 	}
 	o.DatabaseURL = *databaseURL
 	o.Title = "weir (working tree) vs River " + riverVersion()
-	o.Command = strings.Join(append([]string{"cd bench && go run ./cmd/compare"}, os.Args[1:]...), " ")
+	o.Command, o.Args = "cd bench && go run ./cmd/compare", os.Args[1:]
 	o.Progress = os.Stderr
 	o.ChildCommand = append([]string{exe}, os.Args[1:]...)
 	rep, err := weirbench.Run(ctx, o, systems...)

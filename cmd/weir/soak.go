@@ -67,7 +67,9 @@ restart,kill,connkill,overrun,stubborn):
     restart    SIGTERM one worker every --restart-every, start a replacement
     kill       SIGKILL one worker every --kill-every, start a replacement
     connkill   pg_terminate_backend of every worker session every --connkill-every
-    pgrestart  restart PostgreSQL every --pgrestart-every (needs --start-postgres)
+    pgrestart  restart PostgreSQL every --pgrestart-every (needs --start-postgres):
+               a fast restart, then a crash with the server down for
+               --pgrestart-down, in turn
     overrun    1% of jobs outlast their timeout on the first attempt
     stubborn   0.5% of jobs ignore cancellation (and their timeout)
 
@@ -97,6 +99,7 @@ type soakFlags struct {
 	killEvery     time.Duration
 	connKillEvery time.Duration
 	pgRestartEach time.Duration
+	pgDown        time.Duration
 	lease         time.Duration
 	heartbeat     time.Duration
 	rescue        time.Duration
@@ -136,6 +139,7 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.DurationVar(&f.killEvery, "kill-every", 30*time.Second, "interval of SIGKILLs")
 	fs.DurationVar(&f.connKillEvery, "connkill-every", 15*time.Second, "interval of connection kills")
 	fs.DurationVar(&f.pgRestartEach, "pgrestart-every", 2*time.Minute, "interval of PostgreSQL restarts")
+	fs.DurationVar(&f.pgDown, "pgrestart-down", time.Second, "how long every second PostgreSQL restart (a crash) keeps the server down")
 	fs.DurationVar(&f.lease, "lease", 3*time.Second, "the workers' lease duration")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "the workers' heartbeat interval")
 	fs.DurationVar(&f.rescue, "rescue", time.Second, "the workers' rescue interval")
@@ -171,6 +175,9 @@ func (f *soakFlags) check(e *env, fs *flag.FlagSet) error {
 		if p.d <= 0 {
 			return usagef("soak: --%s %s must be positive", p.name, p.d)
 		}
+	}
+	if f.pgDown < 0 {
+		return usagef("soak: --pgrestart-down %s is negative", f.pgDown)
 	}
 	if f.g9Slack < 0 {
 		return usagef("soak: --g9-slack %s is negative", f.g9Slack)
@@ -297,6 +304,7 @@ type soakRun struct {
 	inserted      []int64
 	insertErrors  int
 	startFailures int
+	pgRestarts    int
 	skipped       map[string]int // faults skipped for want of a victim
 	wg            sync.WaitGroup // the goroutines of the processes and the schedule
 }
@@ -848,17 +856,17 @@ func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 		s.logf("connkill: %d backends", n)
 	case faultPGRestart:
 		at := time.Now()
-		err := s.cluster.restart()
-		s.addFault(faultEvent{Kind: faultPGRestart, At: at, Until: time.Now(), Detail: errString(err)})
-		s.logf("pgrestart in %s: %s", time.Since(at), errString(err))
+		s.mu.Lock()
+		s.pgRestarts++
+		n := s.pgRestarts
+		s.mu.Unlock()
+		how, err := s.cluster.restart(n, s.f.pgDown)
+		if err != nil {
+			how += ": " + err.Error()
+		}
+		s.addFault(faultEvent{Kind: faultPGRestart, At: at, Until: time.Now(), Detail: how})
+		s.logf("pgrestart (%s) in %s", how, time.Since(at))
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // produce inserts probe jobs at the rate, every 50 ms, until ctx ends.
@@ -1264,7 +1272,8 @@ type pgCluster struct {
 	pgCtl   string
 	version string
 	url     string
-	asOwner bool // run the server's programs as the postgres OS user (we are root)
+	opts    string // the server's options, for a start after a stop
+	asOwner bool   // run the server's programs as the postgres OS user (we are root)
 }
 
 // startPGCluster creates and starts a cluster in a temporary directory, on a
@@ -1275,7 +1284,10 @@ func startPGCluster() (*pgCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &pgCluster{pgCtl: pgCtl, asOwner: os.Geteuid() == 0, version: filepath.Base(filepath.Dir(filepath.Dir(initdb)))}
+	c := &pgCluster{pgCtl: pgCtl, asOwner: os.Geteuid() == 0}
+	if out, err := exec.Command(pgCtl, "--version").Output(); err == nil {
+		c.version = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "pg_ctl (PostgreSQL)"))
+	}
 	base := ""
 	if c.asOwner {
 		base = "/tmp" // initdb refuses root: the postgres user must reach the directory
@@ -1308,8 +1320,8 @@ func startPGCluster() (*pgCluster, error) {
 		os.RemoveAll(c.dir)
 		return nil, err
 	}
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k '%s' -c fsync=off -c max_connections=200", port, c.dir)
-	if err := c.pg(pgCtl, "-D", data, "-l", filepath.Join(c.dir, "log"), "-w", "-o", opts, "start"); err != nil {
+	c.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k '%s' -c fsync=off -c max_connections=200", port, c.dir)
+	if err := c.pg(pgCtl, "-D", data, "-l", filepath.Join(c.dir, "log"), "-w", "-o", c.opts, "start"); err != nil {
 		os.RemoveAll(c.dir)
 		return nil, err
 	}
@@ -1329,9 +1341,21 @@ func startPGCluster() (*pgCluster, error) {
 	return c, nil
 }
 
-// restart restarts the server (fast shutdown: sessions are terminated).
-func (c *pgCluster) restart() error {
-	return c.pg(c.pgCtl, "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "log"), "-m", "fast", "-w", "restart")
+// restart restarts the server. The odd restarts are fast shutdowns (sessions
+// are terminated, a checkpoint is written) followed at once by a start; the
+// even ones are crashes (immediate mode: no checkpoint, crash recovery at the
+// start) with the server down for down.
+func (c *pgCluster) restart(n int, down time.Duration) (string, error) {
+	data := filepath.Join(c.dir, "data")
+	if n%2 == 1 {
+		return "fast", c.pg(c.pgCtl, "-D", data, "-l", filepath.Join(c.dir, "log"), "-m", "fast", "-w", "restart")
+	}
+	how := fmt.Sprintf("immediate, down %s", down)
+	if err := c.pg(c.pgCtl, "-D", data, "-m", "immediate", "-w", "stop"); err != nil {
+		return how, err
+	}
+	time.Sleep(down) // the fault: the server stays down this long
+	return how, c.pg(c.pgCtl, "-D", data, "-l", filepath.Join(c.dir, "log"), "-w", "-o", c.opts, "start")
 }
 
 // stop stops the server and deletes the cluster.

@@ -154,8 +154,9 @@ func (e *executor) JobList(ctx context.Context, p *weirdriver.JobListParams) (_ 
 	}
 	defer r.Close()
 	var jobs []*weirtype.JobRow
+	sc := newJobScanner()
 	for r.Next() {
-		job, err := scanJob(r)
+		job, err := sc.scan(r)
 		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
 		}
@@ -360,15 +361,10 @@ func insertInput(params []*weirdriver.JobInsertParams) ([]byte, error) {
 // scanInsertResults reads jobInsert's rows: the job columns and the duplicate flag.
 func scanInsertResults(r rows, want int) ([]weirdriver.JobInsertResult, error) {
 	results := make([]weirdriver.JobInsertResult, 0, want)
+	var duplicate bool
+	sc := newJobScanner(&duplicate)
 	for r.Next() {
-		var (
-			s         jobScan
-			duplicate bool
-		)
-		if err := r.Scan(append(s.dest(), &duplicate)...); err != nil {
-			return nil, fmt.Errorf("insert jobs: %w", err)
-		}
-		job, err := s.finish()
+		job, err := sc.scan(r)
 		if err != nil {
 			return nil, fmt.Errorf("insert jobs: %w", err)
 		}
@@ -406,6 +402,27 @@ func scanJob(r rows) (*weirtype.JobRow, error) {
 	return s.finish()
 }
 
+// jobScanner reads rows of jobColumns, then the extra columns, into targets it
+// keeps from row to row (a claim reads a thousand rows at a time).
+type jobScanner struct {
+	s    jobScan
+	dest []any
+}
+
+func newJobScanner(extra ...any) *jobScanner {
+	sc := &jobScanner{}
+	sc.dest = append(sc.s.dest(), extra...)
+	return sc
+}
+
+func (sc *jobScanner) scan(r rows) (*weirtype.JobRow, error) {
+	sc.s = jobScan{}
+	if err := r.Scan(sc.dest...); err != nil {
+		return nil, err
+	}
+	return sc.s.finish()
+}
+
 // jobScan is a row of jobColumns being read: dest gives the scan targets, finish
 // decodes the columns that need it.
 type jobScan struct {
@@ -428,8 +445,10 @@ func (s *jobScan) dest() []any {
 	}
 }
 
+// finish returns a copy of the job read, so that s can be reused.
 func (s *jobScan) finish() (*weirtype.JobRow, error) {
-	j := &s.job
+	j := new(weirtype.JobRow)
+	*j = s.job
 	if s.attemptedBy != nil {
 		j.AttemptedBy = *s.attemptedBy
 	}

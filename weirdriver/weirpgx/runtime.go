@@ -303,8 +303,9 @@ func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time
 // collectJobs reads rows of jobColumns.
 func collectJobs(r rows, what string) ([]*weirtype.JobRow, error) {
 	var jobs []*weirtype.JobRow
+	sc := newJobScanner()
 	for r.Next() {
-		job, err := scanJob(r)
+		job, err := sc.scan(r)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}

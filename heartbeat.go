@@ -54,14 +54,18 @@ func (rt *runtime) leaseBudget() time.Duration {
 }
 
 func (rt *runtime) renew(ctx context.Context) {
-	ids, tokens := rt.leases.snapshot()
-	if len(ids) == 0 {
-		return
-	}
 	// A slow renewal still helps as long as it lands while the leases are trusted;
 	// the deadline checks run apart from it.
 	ctx, cancel := context.WithTimeout(ctx, rt.leaseBudget())
 	defer cancel()
+	if err := rt.lockLeaseWrites(ctx); err != nil {
+		return
+	}
+	defer rt.unlockLeaseWrites()
+	ids, tokens := rt.leases.snapshot()
+	if len(ids) == 0 {
+		return
+	}
 	sent := time.Now()
 	res, err := rt.exec.JobRenew(ctx, &weirdriver.JobRenewParams{
 		IDs: ids, LeaseTokens: tokens, LeaseDuration: rt.cfg.LeaseDuration,

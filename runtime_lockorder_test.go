@@ -14,9 +14,9 @@ import (
 
 // TestRenewAndFinalizeDoNotDeadlock drains jobs while the client renews its
 // leases every few milliseconds. A renewal and an outcome write each update
-// many of the client's running rows in one statement; sent in different orders
-// they deadlocked each other under load (SQLSTATE 40P01), costing retries and,
-// with short leases, lost leases. The driver sends both in id order.
+// many of the client's running rows in one statement; run at once, they
+// deadlocked each other under load (SQLSTATE 40P01), costing retries and, with
+// short leases, lost leases. The two now take turns.
 func TestRenewAndFinalizeDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &setupOpts{maxConns: 10})

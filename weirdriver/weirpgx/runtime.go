@@ -1,11 +1,9 @@
 package weirpgx
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,7 +40,6 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		return e.jobComplete(ctx, params)
 	}
 	n := len(params)
-	order := idOrder(n, func(i int) int64 { return params[i].ID })
 	var (
 		ids        = make([]int64, n)
 		tokens     = make([]int64, n)
@@ -53,8 +50,7 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		errMessage = make([]pgtype.Text, n)
 		errTrace   = make([]pgtype.Text, n)
 	)
-	for i, k := range order {
-		p := params[k]
+	for i, p := range params {
 		ids[i], tokens[i], outcomes[i] = p.ID, p.LeaseToken, string(p.Outcome)
 		if !p.ScheduledAt.IsZero() {
 			scheduled[i] = pgtype.Timestamptz{Time: p.ScheduledAt, Valid: true}
@@ -85,7 +81,7 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		if ord < 1 || ord > int64(n) {
 			return nil, fmt.Errorf("finalize jobs: row %d out of range", ord)
 		}
-		applied[order[ord-1]] = ok
+		applied[ord-1] = ok
 		got++
 	}
 	if err := r.Err(); err != nil {
@@ -95,20 +91,6 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		return nil, fmt.Errorf("finalize jobs: got %d rows back for %d outcomes", got, n)
 	}
 	return applied, nil
-}
-
-// idOrder returns the indexes 0..n-1 ordered by id(i). The statements that
-// update many running rows of one client (finalize, renew) send them in id
-// order, and their plans visit the rows in the order of the input or of an
-// index on id: so two of them lock rows in the same order and cannot deadlock
-// each other, as they did under load when each came in the order of a map.
-func idOrder(n int, id func(i int) int64) []int {
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(id(a), id(b)) })
-	return order
 }
 
 // allPlainCompletions reports whether every outcome is a completion with no
@@ -128,9 +110,9 @@ func (e *executor) jobComplete(ctx context.Context, params []*weirdriver.JobFina
 	n := len(params)
 	ids, tokens := make([]int64, n), make([]int64, n)
 	at := make(map[int64]int, n)
-	for i, k := range idOrder(n, func(i int) int64 { return params[i].ID }) {
-		ids[i], tokens[i] = params[k].ID, params[k].LeaseToken
-		at[params[k].ID] = k
+	for i, p := range params {
+		ids[i], tokens[i] = p.ID, p.LeaseToken
+		at[p.ID] = i
 	}
 	r, err := e.db.Query(ctx, e.q.jobComplete, ids, tokens)
 	if err != nil {
@@ -164,11 +146,7 @@ func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
-	ids, tokens := make([]int64, len(p.IDs)), make([]int64, len(p.IDs))
-	for i, k := range idOrder(len(p.IDs), func(i int) int64 { return p.IDs[i] }) {
-		ids[i], tokens[i] = p.IDs[k], p.LeaseTokens[k]
-	}
-	r, err := e.db.Query(ctx, e.q.jobRenew, ids, tokens, p.LeaseDuration.Microseconds())
+	r, err := e.db.Query(ctx, e.q.jobRenew, p.IDs, p.LeaseTokens, p.LeaseDuration.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
 	}

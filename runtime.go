@@ -158,7 +158,7 @@ func (c *Client) Start(ctx context.Context) error {
 		logger: cfg.Logger, events: c.events, stats: &stats{}, leases: newLeaseTable(),
 		producers: map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
 		leaseWrites: make(chan struct{}, 1),
-		baseCtx: context.WithoutCancel(ctx),
+		baseCtx:     context.WithoutCancel(ctx),
 	}
 	rt.claimCtx, rt.stopClaim = context.WithCancel(context.Background())
 	rt.hardCtx, rt.hardCancel = context.WithCancel(context.Background())

@@ -179,11 +179,7 @@ func (c *completer) write(ctx context.Context, batch []*finalization) error {
 	for i, f := range batch {
 		params[i] = &f.params
 	}
-	if err := c.rt.lockLeaseWrites(ctx); err != nil {
-		return err
-	}
 	applied, err := c.rt.exec.JobFinalize(ctx, params)
-	c.rt.unlockLeaseWrites()
 	if err != nil {
 		return err
 	}

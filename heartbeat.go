@@ -58,10 +58,6 @@ func (rt *runtime) renew(ctx context.Context) {
 	// the deadline checks run apart from it.
 	ctx, cancel := context.WithTimeout(ctx, rt.leaseBudget())
 	defer cancel()
-	if err := rt.lockLeaseWrites(ctx); err != nil {
-		return
-	}
-	defer rt.unlockLeaseWrites()
 	ids, tokens := rt.leases.snapshot()
 	if len(ids) == 0 {
 		return

@@ -49,13 +49,6 @@ type runtime struct {
 	serviceCtx    context.Context
 	serviceCancel context.CancelFunc
 
-	// leaseWrites is held by the statement in flight that updates many of the
-	// client's running rows at once: an outcome write or a renewal. The two take
-	// turns: run at once, each locking its rows in the order its plan met them,
-	// they deadlocked each other under load. Rows of different clients' valid
-	// leases never overlap, so no lock across clients is needed.
-	leaseWrites chan struct{}
-
 	producerLoops sync.WaitGroup
 	services      sync.WaitGroup // heartbeat, listener
 	completerDone chan struct{}
@@ -65,18 +58,6 @@ type runtime struct {
 	stopErr  error         // the shutdown's result, once stopped is closed
 	stopped  chan struct{} // closed when the shutdown returned
 }
-
-// lockLeaseWrites waits for the turn to update many leased rows, or for ctx.
-func (rt *runtime) lockLeaseWrites(ctx context.Context) error {
-	select {
-	case rt.leaseWrites <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (rt *runtime) unlockLeaseWrites() { <-rt.leaseWrites }
 
 // stats are the client's counters.
 type stats struct {
@@ -157,8 +138,7 @@ func (c *Client) Start(ctx context.Context) error {
 		cfg: cfg, clientID: cfg.ID, exec: c.driver.Executor(), driver: c.driver,
 		logger: cfg.Logger, events: c.events, stats: &stats{}, leases: newLeaseTable(),
 		producers: map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
-		leaseWrites: make(chan struct{}, 1),
-		baseCtx:     context.WithoutCancel(ctx),
+		baseCtx: context.WithoutCancel(ctx),
 	}
 	rt.claimCtx, rt.stopClaim = context.WithCancel(context.Background())
 	rt.hardCtx, rt.hardCancel = context.WithCancel(context.Background())

@@ -16,7 +16,8 @@ import (
 // leases every few milliseconds. A renewal and an outcome write each update
 // many of the client's running rows in one statement; run at once, they
 // deadlocked each other under load (SQLSTATE 40P01), costing retries and, with
-// short leases, lost leases. The two now take turns.
+// short leases, lost leases. A renewal now skips the rows that others hold
+// locked (they are renewed next time), so it never waits for the outcome write.
 func TestRenewAndFinalizeDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &setupOpts{maxConns: 10})

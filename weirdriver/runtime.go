@@ -82,6 +82,12 @@ type JobRenewResult struct {
 	Lost []int64
 	// CancelRequested lists the renewed jobs whose cancel an operator requested.
 	CancelRequested []int64
+	// Busy lists the leases not renewed this time because another transaction
+	// held the job's row locked (an outcome being written, an operator's
+	// transaction): a renewal never waits for a row lock, so that it cannot
+	// deadlock with the client's own outcome writes nor stall behind a lock
+	// held for long. The caller renews them next time.
+	Busy []int64
 }
 
 // JobRescueParams bounds a rescue of expired leases.

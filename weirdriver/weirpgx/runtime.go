@@ -153,13 +153,15 @@ func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (
 	defer r.Close()
 	for r.Next() {
 		var (
-			id                       int64
-			renewed, cancelRequested bool
+			id                             int64
+			renewed, cancelRequested, busy bool
 		)
-		if err := r.Scan(&id, &renewed, &cancelRequested); err != nil {
+		if err := r.Scan(&id, &renewed, &cancelRequested, &busy); err != nil {
 			return nil, fmt.Errorf("renew leases: %w", err)
 		}
 		switch {
+		case busy:
+			res.Busy = append(res.Busy, id)
 		case !renewed:
 			res.Lost = append(res.Lost, id)
 		case cancelRequested:
@@ -172,7 +174,7 @@ func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
 	}
-	if got := len(res.Renewed) + len(res.Lost); got != len(p.IDs) {
+	if got := len(res.Renewed) + len(res.Lost) + len(res.Busy); got != len(p.IDs) {
 		return nil, fmt.Errorf("renew leases: got %d rows back for %d leases", got, len(p.IDs))
 	}
 	return res, nil

@@ -128,18 +128,29 @@ WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running'
 RETURNING j.id`)
 
 	// Renew: a fenced update of lease_expires_at only, which no index holds, so
-	// that it can stay a HOT update. $1 ids, $2 tokens, $3 lease µs.
+	// that it can stay a HOT update. The rows are locked first with SKIP LOCKED:
+	// a renewal never waits for a row lock, so it cannot deadlock with the
+	// client's outcome writes (each updates many of the client's running rows,
+	// in whatever order its plan meets them) nor stall behind a long-held lock.
+	// A row that was skipped but still holds the lease on the statement's
+	// snapshot is reported busy. $1 ids, $2 tokens, $3 lease µs.
 	q.jobRenew = fill(`
 WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS x(id, lease_token, ord)
 ),
+locked AS (
+	SELECT j.id FROM {job} j JOIN input i ON i.id = j.id
+	WHERE j.lease_token = i.lease_token AND j.state = 'running'
+	FOR NO KEY UPDATE OF j SKIP LOCKED
+),
 renewed AS (
 	UPDATE {job} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
-	FROM input i
-	WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running'
+	WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.state = 'running'
 	RETURNING j.id, j.cancel_requested_at IS NOT NULL AS cancel_requested
 )
-SELECT i.id, r.id IS NOT NULL, coalesce(r.cancel_requested, false)
+SELECT i.id, r.id IS NOT NULL, coalesce(r.cancel_requested, false),
+	r.id IS NULL AND EXISTS (SELECT 1 FROM {job} j
+		WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running')
 FROM input i LEFT JOIN renewed r ON r.id = i.id
 ORDER BY i.ord`)
 

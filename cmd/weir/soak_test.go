@@ -84,6 +84,7 @@ func cleanSoak() *soakData {
 	// 3: running at the kill of w2.1, rescued 3.2 s after it, run again.
 	exec(3, 1, "w2.1", modeOK, 19, 0, "")
 	end(3, 1, "w2.1", "retryable", 23.2, rescued(22.5))
+	d.Promotions = append(d.Promotions, promotion{JobID: 3, Token: 1, At: at(23.25)})
 	completed(3, 2, "w2.2", 24)
 	// 4: cancelled by w1.1's stop and released, run again.
 	exec(4, 1, "w1.1", modeOK, 9, 12, "shutdown")
@@ -98,6 +99,7 @@ func cleanSoak() *soakData {
 	completed(6, 2, "w1.2", 11)
 	// 7: prefetched by w2.1 at the kill, rescued.
 	end(7, 1, "w2.1", "retryable", 23.3, rescued(22.9))
+	d.Promotions = append(d.Promotions, promotion{JobID: 7, Token: 1, At: at(23.35)})
 	completed(7, 2, "w2.2", 24)
 	// 8: its lease lapsed after the connection kill; run again.
 	exec(8, 1, "w2.2", modeOK, 25, 27.9, "lease lost")
@@ -115,7 +117,7 @@ func TestSoakCheckClean(t *testing.T) {
 	want := soakReport{
 		Inserted: 8, Jobs: 8, Executions: 13, Restarts: 1, Kills: 1, ConnKills: 1, BackendsKilled: 12,
 		GracefulStops: 3, Retries: 1, Releases: 1, Returns: 1, Rescues: 4, StaleRejected: 1,
-		WorstStop: 3 * time.Second, WorstExit: 3010 * time.Millisecond, WorstRerun: 3300 * time.Millisecond, G9Checked: 2,
+		WorstStop: 3 * time.Second, WorstExit: 3010 * time.Millisecond, WorstRerun: 3350 * time.Millisecond, G9Checked: 2,
 	}
 	got := *r
 	got.States, got.Duplicates, got.Violations = nil, nil, nil
@@ -229,8 +231,14 @@ func TestSoakCheckViolations(t *testing.T) {
 			"Stop took 3.2s with a budget of 3s"},
 		{"no stop report", func(d *soakData) { worker(d, "w1.2").Report = nil }, "G4", "w1.2 printed no stop report"},
 		{"slow exit", func(d *soakData) { worker(d, "w2.2").ExitAt = at(46) }, "G4", "w2.2 exited 6s after SIGTERM"},
-		{"late rescue after a kill", func(d *soakData) { findEnd(d, 3, 1).At = at(25) }, "G9",
-			"rescued 5s after the kill; the bound is 4s"},
+		{"late rescue after a kill", func(d *soakData) {
+			findEnd(d, 3, 1).At = at(25)
+			d.Promotions[0].At = at(25.01)
+		}, "G9", "rescued 5s and runnable 5.01s after the kill; the bound is 4s"},
+		{"rescued in time, runnable late", func(d *soakData) { d.Promotions[1].At = at(24.6) }, "G9",
+			"job 7: lease 1 of w2.1, killed at 2026-03-01T12:00:20Z, rescued 3.3s and runnable 4.6s after the kill"},
+		{"rescued, never runnable", func(d *soakData) { d.Promotions = d.Promotions[:1] }, "G9",
+			"job 7: lease 1 of w2.1, killed at 2026-03-01T12:00:20Z, was rescued but never made available again"},
 		{"duplicate of a job not running at the kill", func(d *soakData) {
 			// Job 3's lease lapsed before w2.1 was killed, with no fault to
 			// explain it.
@@ -246,7 +254,7 @@ func TestSoakCheckViolations(t *testing.T) {
 		}, "G9", "lapsed at"},
 		{"lease lost with no fault", func(d *soakData) {
 			d.Faults = slices.DeleteFunc(d.Faults, func(f faultEvent) bool { return f.Kind == faultConnKill })
-		}, "G2", "job 8: lease 1 on w2.2 lapsed at"},
+		}, "G9", "job 8: lease 1 on w2.2 lapsed at"},
 		{"worker died", func(d *soakData) {
 			w := worker(d, "w2.2")
 			w.Stopped, w.Final, w.Died, w.ExitStatus = false, false, true, "exit status 2"
@@ -318,6 +326,8 @@ func TestSoakFlags(t *testing.T) {
 		{nil, []string{"--database-url", "sqlite:jobs.db"}, "runs on PostgreSQL only"},
 		{url, []string{"--schema", "Bad"}, "bad --schema"},
 		{url, []string{"--duration", "soon"}, "invalid value \"soon\" for flag -duration"},
+		{url, []string{"--keep-postgres"}, "--keep-postgres is only for --start-postgres"},
+		{url, []string{"--pgrestart-down", "-1s"}, "--pgrestart-down -1s is negative"},
 		{url, []string{"--worker"}, "--worker needs --worker-name"},
 		{url, []string{"--worker-name", "w1.1"}, "--worker-name is only for --worker"},
 		{url, []string{"extra"}, `unexpected argument "extra"`},

@@ -2,6 +2,7 @@ package weir
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,8 +32,14 @@ type completer struct {
 
 	mu      sync.Mutex
 	queue   []*finalization
-	pending int           // submitted and not yet resolved
-	closed  bool          // no more submissions (after Stop)
+	pending int  // submitted and not yet resolved
+	closed  bool // no more submissions (after Stop)
+	// stopping is set when Stop begins; from then on the jobs whose handler ran
+	// but whose outcome was not written (abandoned, stale, or dropped after the
+	// completer closed) are kept in unwritten, for Stop's error: those jobs may
+	// run again, and a graceful stop must say so.
+	stopping  bool
+	unwritten []int64
 	more    chan struct{} // capacity 1: the queue has work
 	drained chan struct{} // closed when pending falls to 0, if someone waits
 }
@@ -48,6 +55,8 @@ func (c *completer) submit(f *finalization) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		c.noteUnwritten(f)
+		c.rt.stats.abandoned.Add(1)
 		c.rt.logger.Warn("weir: outcome dropped after stop; rescue will take the job",
 			"job_id", f.job.row.ID, "lease_token", f.job.token)
 		return
@@ -59,6 +68,33 @@ func (c *completer) submit(f *finalization) {
 	case c.more <- struct{}{}:
 	default:
 	}
+}
+
+// beginStop starts keeping the jobs whose outcome goes unwritten.
+func (c *completer) beginStop() {
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+}
+
+// noteUnwritten keeps f's job when Stop has begun and its handler ran (a job
+// given back before it started cannot run twice because of it).
+func (c *completer) noteUnwritten(f *finalization) {
+	if f.prefetched {
+		return
+	}
+	c.mu.Lock()
+	if c.stopping {
+		c.unwritten = append(c.unwritten, f.job.row.ID)
+	}
+	c.mu.Unlock()
+}
+
+// unwrittenJobs returns the jobs kept by noteUnwritten.
+func (c *completer) unwrittenJobs() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.unwritten)
 }
 
 // resolve marks finalizations as done.
@@ -193,6 +229,7 @@ func (c *completer) write(ctx context.Context, batch []*finalization) error {
 			c.rt.events.emit(f.event, f.job.row, f.err, f.ran)
 			continue
 		}
+		c.noteUnwritten(f)
 		c.rt.staleWrite(f.job, string(f.params.Outcome))
 	}
 	c.resolve(len(batch))
@@ -202,6 +239,7 @@ func (c *completer) write(ctx context.Context, batch []*finalization) error {
 func (c *completer) abandon(batch []*finalization, why string) {
 	for _, f := range batch {
 		c.rt.leases.remove(f.job)
+		c.noteUnwritten(f)
 		c.rt.stats.abandoned.Add(1)
 		c.rt.logger.Warn("weir: outcome abandoned; rescue will take the job", "job_id", f.job.row.ID,
 			"lease_token", f.job.token, "outcome", f.params.Outcome, "reason", why)

@@ -82,7 +82,8 @@ type Stats struct {
 	// Released counts prefetched jobs given back at Stop without spending an attempt.
 	Released int64
 	// Abandoned counts outcomes not written because the lease could no longer be
-	// trusted or Stop's budget ran out; rescue takes those jobs.
+	// trusted, Stop's budget ran out, or the handler returned after Stop had
+	// returned; rescue takes those jobs.
 	Abandoned int64
 	// EventsDropped counts events not delivered to a full subscription.
 	EventsDropped int64
@@ -229,6 +230,8 @@ func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
 	stopHard := context.AfterFunc(ctx, rt.hardCancel)
 	defer stopHard()
 
+	rt.completer.beginStop()
+
 	// 1. Stop claiming and wake every goroutine that waits for work.
 	for _, p := range rt.producers {
 		p.stopClaiming()
@@ -277,6 +280,12 @@ func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
 	}
 	if drainErr != nil {
 		problems = append(problems, "some outcomes were not written before the deadline (rescue will take their jobs)")
+	}
+	if ids := rt.completer.unwrittenJobs(); len(ids) > 0 {
+		// The lease was lost (stale), or could not be trusted long enough to
+		// write the outcome: these jobs ran here and may run again.
+		problems = append(problems, fmt.Sprintf("the outcomes of jobs %v were not written: their leases were lost "+
+			"or could not be renewed in time, so they may run again", ids))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("weir: stop: %s", strings.Join(problems, "; "))

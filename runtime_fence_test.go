@@ -225,3 +225,41 @@ func TestLostLeaseCancelsHandler(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// TestStopReportsLostOutcome: a handler returns during Stop, but its lease was
+// taken meanwhile (here the token moves on, as when another worker re-claims
+// the job), so its outcome comes back stale. The job may run again, and a
+// graceful Stop must say so rather than return nil.
+func TestStopReportsLostOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	g := newGate()
+	cfg := fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		g.started <- job.ID
+		<-g.ch // ignores its context
+		return nil
+	}), nil)
+	// No renewal during the test: only the outcome write finds the lease gone.
+	cfg.HeartbeatInterval, cfg.LeaseDuration = 10*time.Second, 60*time.Second
+	c := b.start(t, cfg)
+	id := b.insertProbe(t, "lost", nil)
+	g.expectStarted(t)
+	tag, err := b.pool.Exec(testCtx(t), "UPDATE "+b.schema+".weir_job SET lease_token = lease_token + 1 WHERE id = $1", id)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("move the lease on: %v (%d rows)", err, tag.RowsAffected())
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stopped <- c.Stop(ctx)
+	}()
+	g.open()
+	err = <-stopped
+	if err == nil || !strings.Contains(err.Error(), itoa(id)) || !strings.Contains(err.Error(), "may run again") {
+		t.Fatalf("Stop: %v; want an error naming job %d as possibly run again", err, id)
+	}
+	if s := c.Stats(); s.StaleWrites != 1 {
+		t.Fatalf("stats %+v, want one stale write", s)
+	}
+}

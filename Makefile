@@ -40,3 +40,7 @@ bench: ## Insert benchmarks (jobs/s); see docs/benchmarks.md
 .PHONY: bench-drain
 bench-drain: ## W1: drain 200,000 no-op jobs with one client, 3 times (jobs/s)
 	$(GO) test -run '^$$' -bench 'Drain' -benchtime 1x -count 3 -timeout 30m .
+
+.PHONY: model
+model: ## Check the Promela model of the lease protocol with spin (docs/model.md)
+	model/check.sh

@@ -215,7 +215,12 @@ func (c *completer) write(ctx context.Context, batch []*finalization) error {
 	for i, f := range batch {
 		params[i] = &f.params
 	}
-	applied, err := c.rt.exec.JobFinalize(ctx, params)
+	// A write that hangs (the database or the network stalled) is cut when the
+	// leases could no longer be trusted anyway; it is then retried only for the
+	// leases still trusted (dropInvalid) and the rest are abandoned.
+	wctx, cancel := context.WithTimeout(ctx, c.rt.leaseBudget())
+	applied, err := c.rt.exec.JobFinalize(wctx, params)
+	cancel()
 	if err != nil {
 		return err
 	}

@@ -33,13 +33,15 @@ type childSpec struct {
 // childResult is what it writes on stdout.
 type childResult struct {
 	Elapsed time.Duration `json:"elapsed"`
+	PeakRSS int64         `json:"peak_rss,omitempty"` // bytes; 0: not known
 	Stats   string        `json:"stats,omitempty"`
 }
 
-// rss is W5's peak RSS: Jobs are bulk-inserted, then a process of its own,
-// this program re-executed, drains them with RSSWorkers handlers and the
-// Throughput settings, and exits; the kernel says how much memory it held at
-// most.
+// rss is W5's peak RSS: RSSJobs jobs are bulk-inserted, then a process of its
+// own, this program re-executed, drains them with RSSWorkers handlers and the
+// Throughput settings, and exits. On Linux the process reports its own peak
+// (VmHWM); elsewhere the kernel's maxrss of the process is taken, which may
+// include the parent's peak.
 func (b *bench) rss(ctx context.Context, sys System) ([]result, error) {
 	n := b.o.RSSJobs
 	table := sys.JobTable()
@@ -81,13 +83,16 @@ func (b *bench) rss(ctx context.Context, sys System) ([]result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker process: %w", err)
 	}
-	peak, ok := maxRSS(cmd.ProcessState)
-	if !ok {
-		return nil, fmt.Errorf("the peak RSS of a process is not known on %s", runtime.GOOS)
-	}
 	var res childResult
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		return nil, fmt.Errorf("worker process wrote %q: %w", strings.TrimSpace(out.String()), err)
+	}
+	peak := res.PeakRSS
+	if peak == 0 {
+		var ok bool
+		if peak, ok = maxRSS(cmd.ProcessState); !ok {
+			return nil, fmt.Errorf("the peak RSS of a process is not known on %s", runtime.GOOS)
+		}
 	}
 	if res.Stats != "" {
 		b.p.Linef("%s: worker process: %s", b.tag, res.Stats)
@@ -155,6 +160,7 @@ func RunChild(ctx context.Context, spec string, stdout, stderr io.Writer, system
 		return err
 	}
 	res := childResult{Elapsed: elapsed}
+	res.PeakRSS, _ = peakRSS()
 	if str, ok := c.(fmt.Stringer); ok {
 		res.Stats = str.String()
 	}

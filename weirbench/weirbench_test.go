@@ -10,6 +10,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,9 +56,25 @@ func TestRun(t *testing.T) {
 	var progress bytes.Buffer
 	o.Progress = &progress
 	o.ChildCommand = []string{os.Args[0], "-test.run=^$"}
+	// A parent far bigger than its worker process: W5 must measure the
+	// worker's memory, not the parent's (which exec would carry over into the
+	// kernel's maxrss).
+	ballast := make([]byte, 256<<20)
+	for i := 0; i < len(ballast); i += 4096 {
+		ballast[i] = 1
+	}
 	rep, err := Run(t.Context(), o, Weir(WeirConfig{Schema: schema, MaxWorkers: 50, Prefetch: 50}))
+	runtime.KeepAlive(ballast)
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	for _, f := range rep.Figures {
+		if f.Name == "W5 peak RSS, MiB" {
+			t.Logf("W5 peak RSS %v MiB", f.Values["weir"])
+		}
+		if f.Name == "W5 peak RSS, MiB" && runtime.GOOS == "linux" && slices.Max(f.Values["weir"]) > 200 {
+			t.Errorf("W5 peak RSS %v MiB: the parent's, not the worker's", f.Values["weir"])
+		}
 	}
 	if len(rep.Systems) != 1 || rep.Systems[0].Name != "weir" {
 		t.Errorf("systems %+v", rep.Systems)

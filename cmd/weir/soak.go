@@ -62,16 +62,20 @@ runnable again within lease + rescue interval (G9). It prints a table on
 stdout and exits 1 if any check failed.
 
 Faults (--faults, comma-separated; "all" or "none"; default
-restart,kill,connkill,overrun,stubborn):
+restart,kill,pause,connkill,overrun,stubborn), each at a random 75% to 125%
+of its interval:
 
     restart    SIGTERM one worker every --restart-every, start a replacement
     kill       SIGKILL one worker every --kill-every, start a replacement
+    pause      SIGSTOP one worker every --pause-every for --pause-for (past its
+               leases: they are rescued while it sleeps), then SIGCONT
     connkill   pg_terminate_backend of every worker session every --connkill-every
     pgrestart  restart PostgreSQL every --pgrestart-every (needs --start-postgres):
                a fast restart, then a crash with the server down for
                --pgrestart-down, in turn
     overrun    1% of jobs outlast their timeout on the first attempt
-    stubborn   0.5% of jobs ignore cancellation (and their timeout)
+    stubborn   0.5% of jobs ignore cancellation (and their timeout) for up to
+               three stop budgets
 
 The soak works in its own schema (--schema, default weir_soak), which it
 migrates and keeps for inspection; a later run drops and recreates a schema
@@ -100,6 +104,8 @@ type soakFlags struct {
 	connKillEvery time.Duration
 	pgRestartEach time.Duration
 	pgDown        time.Duration
+	pauseEvery    time.Duration
+	pauseFor      time.Duration
 	lease         time.Duration
 	heartbeat     time.Duration
 	rescue        time.Duration
@@ -120,9 +126,9 @@ type soakFlags struct {
 }
 
 // The faults --faults knows, in the order the table shows them.
-var soakFaultNames = []string{faultRestart, faultKill, faultConnKill, faultPGRestart, modeOverrun, modeStubborn}
+var soakFaultNames = []string{faultRestart, faultKill, faultPause, faultConnKill, faultPGRestart, modeOverrun, modeStubborn}
 
-const defaultSoakFaults = "restart,kill,connkill,overrun,stubborn"
+const defaultSoakFaults = "restart,kill,pause,connkill,overrun,stubborn"
 
 // soakFlagSet returns the flag set of weir soak; hidden adds the worker
 // process's flags, which the help does not show.
@@ -139,6 +145,8 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.DurationVar(&f.restartEvery, "restart-every", 8*time.Second, "interval of graceful restarts")
 	fs.DurationVar(&f.killEvery, "kill-every", 30*time.Second, "interval of SIGKILLs")
 	fs.DurationVar(&f.connKillEvery, "connkill-every", 15*time.Second, "interval of connection kills")
+	fs.DurationVar(&f.pauseEvery, "pause-every", 20*time.Second, "interval of pauses (SIGSTOP)")
+	fs.DurationVar(&f.pauseFor, "pause-for", 5*time.Second, "how long a paused worker stays frozen")
 	fs.DurationVar(&f.pgRestartEach, "pgrestart-every", 2*time.Minute, "interval of PostgreSQL restarts")
 	fs.DurationVar(&f.pgDown, "pgrestart-down", time.Second, "how long every second PostgreSQL restart (a crash) keeps the server down")
 	fs.DurationVar(&f.lease, "lease", 3*time.Second, "the workers' lease duration")
@@ -169,7 +177,8 @@ func (f *soakFlags) check(e *env, fs *flag.FlagSet) error {
 		d    time.Duration
 	}{
 		{"duration", f.duration}, {"restart-every", f.restartEvery}, {"kill-every", f.killEvery},
-		{"connkill-every", f.connKillEvery}, {"pgrestart-every", f.pgRestartEach}, {"lease", f.lease},
+		{"connkill-every", f.connKillEvery}, {"pgrestart-every", f.pgRestartEach}, {"pause-every", f.pauseEvery},
+		{"pause-for", f.pauseFor}, {"lease", f.lease},
 		{"heartbeat", f.heartbeat}, {"rescue", f.rescue}, {"stop-budget", f.stopBudget},
 		{"job-timeout", f.jobTimeout}, {"drain-timeout", f.drainTimeout},
 	}
@@ -210,6 +219,9 @@ func (f *soakFlags) check(e *env, fs *flag.FlagSet) error {
 		return err
 	}
 	f.enabled = enabled
+	if enabled[faultPause] && len(pauseSignals) == 0 {
+		return usagef("soak: the pause fault needs SIGSTOP and SIGCONT, which this system does not have")
+	}
 	if f.keepPostgres && !f.startPostgres {
 		return usagef("soak: --keep-postgres is only for --start-postgres")
 	}
@@ -327,6 +339,7 @@ type workerProc struct {
 	isReady    bool
 	stopping   bool // SIGTERM sent
 	killed     bool // SIGKILL sent
+	paused     bool // SIGSTOP sent, SIGCONT not yet
 	final      bool
 	startedAt  time.Time
 	sigtermAt  time.Time
@@ -767,7 +780,7 @@ func (s *soakRun) waitReady(ctx context.Context, timeout time.Duration) error {
 func (s *soakRun) victim(rng *rand.Rand) *workerProc {
 	var ok []*workerProc
 	for _, p := range s.slots {
-		if p != nil && p.isReady && !p.stopping && !p.killed {
+		if p != nil && p.isReady && !p.stopping && !p.killed && !p.paused {
 			select {
 			case <-p.exited:
 			default:
@@ -788,23 +801,27 @@ func (s *soakRun) addFault(f faultEvent) {
 }
 
 // schedule starts one goroutine per fault with an interval; each injects its
-// fault every interval until ctx ends.
+// fault after a delay drawn from 75% to 125% of the interval, again and again
+// until ctx ends, so that the faults do not fall in step with each other (a
+// kill every 30 s would otherwise always meet a connection kill every 15 s).
 func (s *soakRun) schedule(ctx context.Context, wg *sync.WaitGroup) {
 	every := map[string]time.Duration{
-		faultRestart: s.f.restartEvery, faultKill: s.f.killEvery,
+		faultRestart: s.f.restartEvery, faultKill: s.f.killEvery, faultPause: s.f.pauseEvery,
 		faultConnKill: s.f.connKillEvery, faultPGRestart: s.f.pgRestartEach,
 	}
-	for i, kind := range []string{faultRestart, faultKill, faultConnKill, faultPGRestart} {
+	for i, kind := range []string{faultRestart, faultKill, faultPause, faultConnKill, faultPGRestart} {
 		if !s.f.enabled[kind] {
 			continue
 		}
 		rng := rand.New(rand.NewPCG(s.seed, uint64(i+1)))
 		wg.Go(func() {
-			t := time.NewTicker(every[kind])
-			defer t.Stop()
+			next := time.Now()
 			for {
+				next = next.Add(time.Duration(float64(every[kind]) * (0.75 + 0.5*rng.Float64())))
+				t := time.NewTimer(time.Until(next))
 				select {
 				case <-ctx.Done():
+					t.Stop()
 					return
 				case <-t.C:
 				}
@@ -848,6 +865,39 @@ func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 			<-p.exited // the replacement starts once the victim is gone
 		}
 		s.startWorker(p.slot)
+	case faultPause:
+		s.mu.Lock()
+		p := s.victim(rng)
+		if p == nil {
+			if s.skipped == nil {
+				s.skipped = map[string]int{}
+			}
+			s.skipped[kind]++
+			s.mu.Unlock()
+			s.logf("%s skipped: no ready worker", kind)
+			return
+		}
+		p.paused = true
+		at := time.Now()
+		s.mu.Unlock()
+		if err := p.cmd.Process.Signal(pauseSignals[0]); err != nil {
+			s.logf("pause %s: %v", p.name, err)
+		}
+		s.logf("pause %s", p.name)
+		t := time.NewTimer(s.f.pauseFor)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		if err := p.cmd.Process.Signal(pauseSignals[1]); err != nil {
+			s.logf("resume %s: %v", p.name, err)
+		}
+		s.mu.Lock()
+		p.paused = false
+		s.faults = append(s.faults, faultEvent{Kind: faultPause, Worker: p.name, At: at, Until: time.Now()})
+		s.mu.Unlock()
+		s.logf("resume %s", p.name)
 	case faultConnKill:
 		at := time.Now()
 		kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -922,7 +972,7 @@ func (s *soakRun) probeArgs(rng *rand.Rand) soakProbeArgs {
 	x := rng.Float64()
 	switch {
 	case s.f.enabled[modeStubborn] && x < 0.005:
-		return soakProbeArgs{Mode: modeStubborn, MS: budget/2 + rng.IntN(budget+1)}
+		return soakProbeArgs{Mode: modeStubborn, MS: budget/2 + rng.IntN(5*budget/2+1)}
 	case s.f.enabled[modeOverrun] && x >= 0.005 && x < 0.015:
 		return soakProbeArgs{Mode: modeOverrun}
 	case x < 0.035:
@@ -977,8 +1027,8 @@ func (s *soakRun) printProgress(ctx context.Context, phase string) {
 	} else {
 		line += "  (database: " + oneLine(err.Error()) + ")"
 	}
-	line += fmt.Sprintf("  restarts %d  kills %d  connkills %d  pgrestarts %d  workers ready %d",
-		counts[faultRestart], counts[faultKill], counts[faultConnKill], counts[faultPGRestart], live)
+	line += fmt.Sprintf("  restarts %d  kills %d  pauses %d  connkills %d  pgrestarts %d  workers ready %d",
+		counts[faultRestart], counts[faultKill], counts[faultPause], counts[faultConnKill], counts[faultPGRestart], live)
 	fmt.Fprintln(s.e.stderr, strings.Join(strings.Fields(line), " "))
 }
 
@@ -1213,6 +1263,7 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("graceful restarts", r.Restarts)
 	row("graceful stops, final ones included", r.GracefulStops)
 	row("kills (SIGKILL)", r.Kills)
+	row("pauses (SIGSTOP)", r.Pauses)
 	row("connection kills", fmt.Sprintf("%d (%d backends)", r.ConnKills, r.BackendsKilled))
 	row("PostgreSQL restarts", r.PGRestarts)
 	if len(skipped) > 0 {
@@ -1244,7 +1295,7 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("worst stop / budget", fmt.Sprintf("%s / %s (+100ms allowed)", r.WorstStop.Round(time.Millisecond), budget))
 	row("worst SIGTERM to exit", r.WorstExit.Round(time.Millisecond))
 	row("worst kill to runnable again (G9)", fmt.Sprintf("%s over %d jobs", r.WorstRerun.Round(time.Millisecond), r.G9Checked))
-	row("  the same with a database fault in between (not bounded)", fmt.Sprintf("%s over %d jobs",
+	row("  the same with a database fault or a pause in between (not bounded)", fmt.Sprintf("%s over %d jobs",
 		r.WorstRerunFaulted.Round(time.Millisecond), r.G9Faulted))
 	tw.Flush()
 

@@ -124,12 +124,14 @@ type workerRun struct {
 const (
 	faultRestart   = "restart"   // SIGTERM one worker, start a replacement
 	faultKill      = "kill"      // SIGKILL one worker, start a replacement
+	faultPause     = "pause"     // SIGSTOP one worker for a while, then SIGCONT
 	faultConnKill  = "connkill"  // pg_terminate_backend of every worker session
 	faultPGRestart = "pgrestart" // restart the PostgreSQL server
 )
 
 // faultEvent is one fault the schedule injected, on the database clock. A
-// PostgreSQL restart lasts from At to Until; the other faults are instants.
+// PostgreSQL restart and a pause last from At to Until; the other faults are
+// instants.
 type faultEvent struct {
 	Kind   string
 	Worker string
@@ -162,6 +164,7 @@ type soakData struct {
 // whose lease ended without its outcome (a rescue), or after a final outcome.
 const (
 	dupCrash      = "crash"        // running at a SIGKILL: G9 allows it
+	dupPaused     = "paused"       // its worker was frozen past its lease
 	dupAbandoned  = "abandoned"    // the handler ignored cancellation past a stop's budget
 	dupLeaseLost  = "lease lost"   // the worker ran on but its lease lapsed during a database fault
 	dupDBDownStop = "db down"      // a graceful stop could not write an outcome: the server was restarting
@@ -178,6 +181,7 @@ var dupCauses = []struct {
 	allowed      bool
 }{
 	{dupCrash, "running at a SIGKILL (G9)", true},
+	{dupPaused, "worker frozen (SIGSTOP) past the lease", true},
 	{dupAbandoned, "handler ignored cancellation past the stop budget", true},
 	{dupLeaseLost, "lease lapsed during a database fault", true},
 	{dupDBDownStop, "outcome unwritable at a stop: server restarting", true},
@@ -198,6 +202,7 @@ type soakReport struct {
 	Inserted, Jobs, Executions  int
 	States                      map[string]int
 	Restarts, Kills, PGRestarts int
+	Pauses                      int
 	ConnKills, BackendsKilled   int
 	GracefulStops               int
 	Retries, Releases, Returns  int
@@ -214,8 +219,9 @@ type soakReport struct {
 	WorstExit     time.Duration
 	// WorstRerun is the longest time from a kill until a job the killed
 	// worker held was runnable again, among the G9Checked jobs: those with no
-	// database fault between the kill and then. The G9Faulted others are not
-	// held to the bound; WorstRerunFaulted is their longest.
+	// database fault, and no pause beginning, between the kill and then. The
+	// G9Faulted others are not held to the bound; WorstRerunFaulted is their
+	// longest.
 	WorstRerun        time.Duration
 	G9Checked         int
 	G9Faulted         int
@@ -357,6 +363,8 @@ func (c *checker) index() {
 			r.Restarts++
 		case faultKill:
 			r.Kills++
+		case faultPause:
+			r.Pauses++
 		case faultConnKill:
 			r.ConnKills++
 			if n, err := strconv.Atoi(f.Detail); err == nil {
@@ -539,6 +547,8 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 		c.dup(dupUnexplain, "G9", x, "lease %d of unknown worker %s was rescued", x.Token, x.Worker)
 	case w.Killed && !lapsed.Before(w.KilledAt):
 		c.r.Duplicates[dupCrash]++ // G9's timing is checked over every rescue in checkG9
+	case c.paused(w.Name, lapsed):
+		c.r.Duplicates[dupPaused]++
 	case w.Stopped && !lapsed.Before(w.SigtermAt):
 		switch {
 		case w.Report != nil && slices.Contains(w.Report.Abandoned, x.ref()):
@@ -546,8 +556,8 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 		case w.Report != nil && w.Report.Unwritten && c.faulted(w.SigtermAt, w.ExitAt, faultPGRestart):
 			c.r.Duplicates[dupDBDownStop]++
 		default:
-			c.dup(dupUnwritten, "G2", x, "%s's handler (lease %d) returned during %s's graceful stop, yet the lease was rescued at %s and the job ran again",
-				x.Mode, x.Token, w.Name, e.At.Format(time.RFC3339Nano))
+			c.dup(dupUnwritten, "G2", x, "the handler of lease %d (mode %s, result %q) returned during %s's graceful stop, yet the lease was rescued at %s and the job ran again",
+				x.Token, x.Mode, x.Result, w.Name, e.At.Format(time.RFC3339Nano))
 		}
 	case c.faulted(lapsed.Add(-c.d.Settings.Lease-time.Second), lapsed, faultConnKill, faultPGRestart):
 		c.r.Duplicates[dupLeaseLost]++
@@ -557,6 +567,28 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 		c.dup(dupUnexplain, "G9", x, "lease %d on %s lapsed at %s while the worker ran, with no kill or database fault to explain it, and the job ran again",
 			x.Token, x.Worker, lapsed.Format(time.RFC3339Nano))
 	}
+}
+
+// paused reports whether worker was frozen by a pause fault at t.
+func (c *checker) paused(worker string, t time.Time) bool {
+	for i := range c.d.Faults {
+		f := &c.d.Faults[i]
+		if f.Kind == faultPause && f.Worker == worker && !f.At.After(t) && !f.until().Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// pauseBegan reports whether a pause began within [from, to].
+func (c *checker) pauseBegan(from, to time.Time) bool {
+	for i := range c.d.Faults {
+		f := &c.d.Faults[i]
+		if f.Kind == faultPause && !f.At.Before(from) && !f.At.After(to) {
+			return true
+		}
+	}
+	return false
 }
 
 // faulted reports whether a fault of one of kinds overlapped [from, to].
@@ -573,7 +605,10 @@ func (c *checker) faulted(from, to time.Time, kinds ...string) bool {
 // checkG9: every job whose lease a killed worker held at the kill is runnable
 // again (rescued, and available) within lease duration + rescue interval (+
 // slack). Jobs with a connection kill or a PostgreSQL restart between the kill
-// and then are counted apart, not held to the bound: rescue needs the database.
+// and then, or a worker paused in between, are counted apart, not held to the
+// bound: rescue needs the database, and a leader frozen after the kill holds
+// its term until it expires. (A leader frozen before the kill does not stretch
+// the bound: its term ends within a term of the pause.)
 func (c *checker) checkG9() {
 	s := c.d.Settings
 	bound := s.Lease + s.Rescue
@@ -599,7 +634,7 @@ func (c *checker) checkG9() {
 			runnable = promoted
 		}
 		late := runnable.Sub(w.KilledAt)
-		if c.faulted(w.KilledAt, runnable, faultConnKill, faultPGRestart) {
+		if c.faulted(w.KilledAt, runnable, faultConnKill, faultPGRestart) || c.pauseBegan(w.KilledAt, runnable) {
 			c.r.G9Faulted++
 			c.r.WorstRerunFaulted = max(c.r.WorstRerunFaulted, late)
 			continue

@@ -26,8 +26,8 @@ func at(sec float64) time.Time { return soakT0.Add(time.Duration(sec * float64(t
 // cleanSoak is a hand-made audit trail of a run that keeps the contract: one
 // graceful restart (w1.1, which abandons a stubborn handler, releases a job
 // and returns a prefetched one), one kill (w2.1, with a job running and one
-// prefetched), a connection kill that costs a lease, planned failures, and
-// the final stops of w1.2 and w2.2.
+// prefetched), a connection kill that costs a lease, a pause that costs
+// another, planned failures, and the final stops of w1.2 and w2.2.
 func cleanSoak() *soakData {
 	d := &soakData{
 		Settings: soakSettings{Lease: 3 * time.Second, Heartbeat: 500 * time.Millisecond, Rescue: time.Second,
@@ -45,8 +45,9 @@ func cleanSoak() *soakData {
 			{Kind: faultRestart, Worker: "w1.1", At: at(10)},
 			{Kind: faultKill, Worker: "w2.1", At: at(20)},
 			{Kind: faultConnKill, At: at(26), Detail: "12"},
+			{Kind: faultPause, Worker: "w2.2", At: at(30), Until: at(35)},
 		},
-		Inserted: []int64{1, 2, 3, 4, 5, 6, 7, 8},
+		Inserted: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9},
 	}
 	exec := func(job, token int64, worker, mode string, start, end float64, result string) {
 		x := auditExec{ID: int64(len(d.Execs) + 1), JobID: job, Token: token, Attempt: int(token), Worker: worker,
@@ -105,6 +106,11 @@ func cleanSoak() *soakData {
 	exec(8, 1, "w2.2", modeOK, 25, 27.9, "lease lost")
 	end(8, 1, "w2.2", "retryable", 28.5, rescued(28))
 	completed(8, 2, "w1.2", 29)
+	// 9: its worker w2.2 was frozen past the lease; the handler went on after
+	// the pause, while the job already ran again elsewhere.
+	exec(9, 1, "w2.2", modeOK, 29.5, 35.2, "lease lost")
+	end(9, 1, "w2.2", "retryable", 33.5, rescued(33))
+	completed(9, 2, "w1.2", 34)
 	return d
 }
 
@@ -115,8 +121,8 @@ func TestSoakCheckClean(t *testing.T) {
 		t.Errorf("clean log: %s: %s", v.Guarantee, v.Msg)
 	}
 	want := soakReport{
-		Inserted: 8, Jobs: 8, Executions: 13, Restarts: 1, Kills: 1, ConnKills: 1, BackendsKilled: 12,
-		GracefulStops: 3, Retries: 1, Releases: 1, Returns: 1, Rescues: 4, StaleRejected: 1,
+		Inserted: 9, Jobs: 9, Executions: 15, Restarts: 1, Kills: 1, Pauses: 1, ConnKills: 1, BackendsKilled: 12,
+		GracefulStops: 3, Retries: 1, Releases: 1, Returns: 1, Rescues: 5, StaleRejected: 1, Overlaps: 1,
 		WorstStop: 3 * time.Second, WorstExit: 3010 * time.Millisecond, WorstRerun: 3350 * time.Millisecond, G9Checked: 2,
 	}
 	got := *r
@@ -124,10 +130,10 @@ func TestSoakCheckClean(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("report\n got %+v\nwant %+v", got, want)
 	}
-	if fmt.Sprint(r.Duplicates) != fmt.Sprint(map[string]int{dupCrash: 1, dupAbandoned: 1, dupLeaseLost: 1}) {
+	if fmt.Sprint(r.Duplicates) != fmt.Sprint(map[string]int{dupCrash: 1, dupAbandoned: 1, dupLeaseLost: 1, dupPaused: 1}) {
 		t.Errorf("duplicates %v", r.Duplicates)
 	}
-	if r.States["completed"] != 8 || len(r.States) != 1 {
+	if r.States["completed"] != 9 || len(r.States) != 1 {
 		t.Errorf("states %v", r.States)
 	}
 }
@@ -255,6 +261,9 @@ func TestSoakCheckViolations(t *testing.T) {
 		{"lease lost with no fault", func(d *soakData) {
 			d.Faults = slices.DeleteFunc(d.Faults, func(f faultEvent) bool { return f.Kind == faultConnKill })
 		}, "G9", "job 8: lease 1 on w2.2 lapsed at"},
+		{"lease lost with no pause", func(d *soakData) {
+			d.Faults = slices.DeleteFunc(d.Faults, func(f faultEvent) bool { return f.Kind == faultPause })
+		}, "G9", "job 9: lease 1 on w2.2 lapsed at"},
 		{"worker died", func(d *soakData) {
 			w := worker(d, "w2.2")
 			w.Stopped, w.Final, w.Died, w.ExitStatus = false, false, true, "exit status 2"
@@ -317,6 +326,7 @@ func TestSoakFlags(t *testing.T) {
 		{url, []string{"--concurrency", "0"}, "--concurrency 0 is outside 1..1000"},
 		{url, []string{"--duration", "0s"}, "--duration 0s must be positive"},
 		{url, []string{"--kill-every", "-1s"}, "--kill-every -1s must be positive"},
+		{url, []string{"--pause-for", "0s"}, "--pause-for 0s must be positive"},
 		{url, []string{"--lease", "1s", "--heartbeat", "500ms"}, "--lease 1s is under 3× --heartbeat 500ms"},
 		{url, []string{"--g9-slack", "-1ms"}, "--g9-slack -1ms is negative"},
 		{url, []string{"--faults", "restart,flood"}, `unknown fault "flood"`},
@@ -337,7 +347,7 @@ func TestSoakFlags(t *testing.T) {
 	}
 	r := runWeir(t, nil, "help", "soak")
 	wantOK(t, r)
-	for _, s := range []string{"weir soak", "-faults", "-restart-every", "-kill-every", "-connkill-every", "-pgrestart-every",
+	for _, s := range []string{"weir soak", "-faults", "-restart-every", "-kill-every", "-pause-every", "-connkill-every", "-pgrestart-every",
 		"-start-postgres", "-stop-budget", "-lease", "G9"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("help does not mention %q", s)
@@ -362,7 +372,8 @@ func TestSoakRefusesForeignSchema(t *testing.T) {
 }
 
 // TestSoakEndToEnd runs a short soak with the built binary: two workers,
-// graceful restarts, a kill and connection kills, in a schema of its own.
+// graceful restarts, a kill, a pause and connection kills, in a schema of its
+// own.
 func TestSoakEndToEnd(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -372,7 +383,7 @@ func TestSoakEndToEnd(t *testing.T) {
 	schema := dbtest.Schema(t)
 	r := bin.run(t, nil, "soak", "--database-url", dbtest.URL(), "--schema", schema,
 		"--duration", "8s", "--workers", "2", "--concurrency", "8", "--rate", "60",
-		"--restart-every", "2s", "--kill-every", "5s", "--connkill-every", "3s",
+		"--restart-every", "2s", "--kill-every", "5s", "--connkill-every", "3s", "--pause-every", "4s", "--pause-for", "3s",
 		"--lease", "2s", "--heartbeat", "400ms", "--rescue", "500ms", "--stop-budget", "1500ms",
 		"--job-timeout", "200ms", "--drain-timeout", "1m", "--log", filepath.Join(t.TempDir(), "soak.log"))
 	if r.code != 0 {
@@ -387,7 +398,7 @@ func TestSoakEndToEnd(t *testing.T) {
 		n, _ := strconv.Atoi(m[1])
 		return n
 	}
-	if value("graceful restarts") < 2 || value("kills (SIGKILL)") < 1 || value("connection kills") < 1 {
+	if value("graceful restarts") < 2 || value("kills (SIGKILL)") < 1 || value("pauses (SIGSTOP)") < 1 || value("connection kills") < 1 {
 		t.Errorf("too few faults:\n%s", r.stdout)
 	}
 	for _, check := range []string{"G1", "G2", "G3", "G4", "G9", "RUN"} {
@@ -405,5 +416,39 @@ func TestSoakEndToEnd(t *testing.T) {
 	}
 	if execs != value("executions") || jobs != value("jobs inserted") || final != jobs || jobs < 300 {
 		t.Errorf("audit trail: %d executions, %d jobs, %d completed; table:\n%s", execs, jobs, final, r.stdout)
+	}
+}
+
+// TestSoakCheckG9Faulted: a killed worker's job made runnable late is not held
+// to G9's bound when a database fault, or a pause that could freeze the
+// maintenance leader, came between the kill and then; a pause that began
+// before the kill does not excuse it.
+func TestSoakCheckG9Faulted(t *testing.T) {
+	t.Parallel()
+	late := func(extra faultEvent) *soakReport {
+		d := cleanSoak()
+		for i := range d.Ends {
+			if e := &d.Ends[i]; e.JobID == 3 && e.Token == 1 {
+				e.At = at(25)
+			}
+		}
+		d.Promotions[0].At = at(25.01)
+		d.Faults = append(d.Faults, extra)
+		return checkSoak(d)
+	}
+	for _, tt := range []struct {
+		f       faultEvent
+		faulted int // job 7 of the same kill is runnable at 23.35 s
+	}{
+		{faultEvent{Kind: faultConnKill, At: at(24), Detail: "3"}, 1},
+		{faultEvent{Kind: faultPGRestart, At: at(19), Until: at(21)}, 2},
+		{faultEvent{Kind: faultPause, Worker: "w1.2", At: at(21), Until: at(26)}, 2},
+	} {
+		if r := late(tt.f); len(r.Violations) != 0 || r.G9Faulted != tt.faulted || r.WorstRerunFaulted != 5010*time.Millisecond {
+			t.Errorf("with %s at %s: violations %+v, %d faulted (worst %s)", tt.f.Kind, tt.f.At, r.Violations, r.G9Faulted, r.WorstRerunFaulted)
+		}
+	}
+	if r := late(faultEvent{Kind: faultPause, Worker: "w1.2", At: at(19), Until: at(24)}); r.byGuarantee("G9") != 1 {
+		t.Errorf("a pause before the kill excused a late job: %+v", r.Violations)
 	}
 }

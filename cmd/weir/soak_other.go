@@ -1,0 +1,9 @@
+//go:build !unix
+
+package main
+
+import "os"
+
+// pauseSignals is empty where processes cannot be frozen: the soak's pause
+// fault is refused there.
+var pauseSignals []os.Signal

@@ -111,16 +111,15 @@ exhaustive two-jobs   -DNJ=2 -DMAXCLAIMS=3 -DMAXATT=2 -DMAXFAULTS=2 -DMAXCRASH=1
 exhaustive one-job    -DNJ=1 -DMAXCLAIMS=5 -DMAXATT=3 -DMAXFAULTS=3 -DMAXCRASH=2
 
 # G3 assertions compare the statement's (ghost) lease with the row's current one,
-# gl[j]; G2 ones use g2done (at a claim) or g2l (at Stop's return).
-broken NO_FENCE       G3 '== *gl\[j\]'
-broken NO_FENCE_COMPLETE G3 '== *gl\[j\]'
-broken NO_RENEW_FENCE G3 '== *gl\[j\]'
-broken NO_TOKEN_BUMP  G3 '== *gl\[j\]'
-broken NO_DRAIN       G2 'g2'
-broken HB_STOP_EARLY  G2 'g2'
-# Not a broken protocol: G2 asked even when the stopping worker's own statements
-# fail. weir does not promise that (docs/model.md), and spin shows why.
-broken G2_ANY_FAULT   'G2 without the fault exception' 'g2'
+# gl[j]; G2 ones use g2done (at a claim) or g2l (at Stop's return); KEEP's reads
+# lfault (an outcome found stale or abandoned with no fault of its worker).
+broken NO_FENCE          G3   '== *gl\[j\]'
+broken NO_FENCE_COMPLETE G3   '== *gl\[j\]'
+broken NO_RENEW_FENCE    G3   '== *gl\[j\]'
+broken NO_TOKEN_BUMP     G3   '== *gl\[j\]'
+broken NO_DRAIN          G2   'g2'
+broken STOP_NIL_ON_LOST  G2   'g2'
+broken HB_STOP_EARLY     KEEP 'lfault'
 
 if [ "$fail" -ne 0 ]; then
 	echo "model/check.sh: FAILED" >&2

@@ -28,9 +28,9 @@
  *   -DNO_RENEW_FENCE     JobRenew ignores the lease token             (G3)
  *   -DNO_TOKEN_BUMP      JobClaim keeps the old lease token           (G3)
  *   -DNO_DRAIN           Stop exits without waiting for outcome writes (G2)
- *   -DHB_STOP_EARLY      Stop stops the heartbeat before the drain     (G2)
- * and one that asks more than weir promises, to show where G2 ends:
- *   -DG2_ANY_FAULT       G2 even when the stopping worker's own statements fail
+ *   -DHB_STOP_EARLY      Stop stops the heartbeat before the drain     (KEEP)
+ *   -DSTOP_NIL_ON_LOST   Stop ignores the outcomes it found stale or
+ *                        abandoned, as weir's Stop did before the fix  (G2)
  */
 
 /* ---- bounds (check.sh may override them with -D) ------------------------- */
@@ -90,6 +90,9 @@ bool  cancelled[NW];  /* the handler's context was cancelled by the shutdown */
 bool  soft[NW];       /* Stop's soft deadline passed */
 bool  sent[NW];       /* the first finalize went out */
 bool  retry[NW];      /* a finalize call failed; it waits to be retried */
+bool  unwritten[NW];  /* completer.unwritten not empty: since Stop began, an outcome
+                         of a handler that ran (not a RETURN) came back stale or was
+                         abandoned; Stop returns an error naming the job */
 
 byte claims = 0;
 byte faults = 0;
@@ -100,12 +103,13 @@ byte crashes = 0;
  * that they hold whatever the tokens do: gl[j] is the number of j's current
  * lease (j's claims so far). With weir's tokens it equals tok[j]. */
 byte  gl[NJ];
-bool  hfault[NW];     /* a statement of this worker failed since it claimed its job */
+bool  lfault[NW];     /* a statement of w about the lease it holds failed (timed out,
+                         or lost its reply): read only by the KEEP assertion */
 /* per worker w and job j, at R(w, j): */
 #define R(w, j) ((w) * NJ + (j))
 mtype g2s[NW * NJ];   /* G_RETURNED: a handler of j run by w returned a final
-                         outcome (complete, discard), and none of w's statements
-                         about that lease failed */
+                         outcome (complete, discard), and that outcome was not
+                         found stale or abandoned before w's Stop began */
 byte  g2l[NW * NJ];   /* ... under this (ghost) lease */
 bool  g2done[NJ];     /* such a handler returned and then its worker's Stop returned
                          nil: the job must never be claimed again */
@@ -195,10 +199,10 @@ inline sql_renew(j, t, g, ok) {
  *     release and return, lease_expires_at = NULL ... FROM input i
  *   WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running'
  * Not matched: stale, false at its position, row untouched. */
-inline sql_finalize(w, j) {
+inline sql_finalize(w, j, ok) {
 	j = fs[w].job;
 	if
-	:: FIN_FENCE(w, j) ->
+	:: FIN_FENCE(w, j) -> ok = true;
 		printf("db: finalize job %d lease %d %e: applied (current lease: %d)\n", j, fs[w].gl, fs[w].out, gl[j]);
 		assert(fs[w].gl == gl[j]);   /* G3: only the current lease changes the row */
 		if
@@ -209,7 +213,7 @@ inline sql_finalize(w, j) {
 			st[j] = AVAILABLE; att[j]--        /* no attempt spent */
 		fi;
 		exp[j] = false
-	:: else ->
+	:: else -> ok = false;
 		printf("db: finalize job %d lease %d %e: stale (job %e)\n", j, fs[w].gl, fs[w].out, st[j])
 	fi
 }
@@ -234,31 +238,47 @@ inline sql_rescue(j) {
 inline forget(w) {
 	hs[w] = IDLE; hj[w] = 0; ht[w] = 0; hgl[w] = 0; hatt[w] = 0; hout[w] = NOOUT;
 	lost[w] = false; hbfail[w] = false; cancelled[w] = false;
-	sent[w] = false; retry[w] = false; hfault[w] = false
+	sent[w] = false; retry[w] = false; lfault[w] = false
 }
 
 inline free_stmt(s) {
 	s.ph = FREE; s.w8 = false; s.job = 0; s.tk = 0; s.gl = 0; s.out = NOOUT
 }
 
-/* A statement of w failed: G2 makes no promise about an outcome whose own
- * statements failed (the database was unreachable, or slow past the lease). */
+/* A statement of w about its lease failed (timed out, or lost its reply). */
 inline link_fault(w) {
-	faults++;
-	hfault[w] = true;
-#ifndef G2_ANY_FAULT
+	faults++; lfault[w] = true
+}
+
+/* w's outcome came back stale or was abandoned (completer.write, abandon:
+ * noteUnwritten). KEEP: only when one of w's own statements about that lease
+ * failed; a worker that reaches the database keeps its lease until its outcome
+ * is written. Then:
+ *   - once Stop has begun, an outcome of a handler that ran (not a RETURN) is
+ *     kept for Stop's error (STOP_NIL_ON_LOST: the old runtime, it is not);
+ *   - before Stop began, it is not Stop's business: the runtime counts it
+ *     (Stats().StaleWrites, Abandoned) and logs it, and G2 asks nothing of
+ *     that handler's execution any more: its ghost is cleared. */
+inline note_unwritten(w) {
+	assert(lfault[w]);                   /* KEEP: a lease is lost only through a fault */
 	if
-	:: hs[w] == FINALIZING && g2s[R(w, hj[w])] == G_RETURNED && g2l[R(w, hj[w])] == hgl[w] ->
+	:: life[w] == STOPPING && hout[w] != RETURN ->
+#ifndef STOP_NIL_ON_LOST
+		unwritten[w] = true;
+		printf("w%d: outcome of job %d unwritten during Stop: kept for Stop's error\n", w, hj[w])
+#else
+		printf("w%d: outcome of job %d unwritten during Stop: Stop ignores it\n", w, hj[w])
+#endif
+	:: life[w] == UP && g2s[R(w, hj[w])] == G_RETURNED && g2l[R(w, hj[w])] == hgl[w] ->
 		g2s[R(w, hj[w])] = G_NONE; g2l[R(w, hj[w])] = 0
 	:: else -> skip
 	fi
-#endif
 }
 
 /* The process is gone: nobody waits for its statements any more (they may still
  * land), and its local state no longer matters. */
 inline gone(w) {
-	fs[w].w8 = false; forget(w); soft[w] = false;
+	fs[w].w8 = false; forget(w); soft[w] = false; unwritten[w] = false;
 	g2s[R(w, 0)] = G_NONE; g2l[R(w, 0)] = 0;
 #if NJ > 1
 	g2s[R(w, 1)] = G_NONE; g2l[R(w, 1)] = 0;
@@ -299,7 +319,7 @@ proctype worker(byte w) {
 		hs[w] = FINALIZING; cancelled[w] = false;
 		printf("w%d: handler of job %d returns: %e\n", w, hj[w], hout[w]);
 		if
-		:: (hout[w] == COMPLETE || hout[w] == DISCARD) && !hfault[w] ->
+		:: hout[w] == COMPLETE || hout[w] == DISCARD ->
 			g2s[R(w, hj[w])] = G_RETURNED; g2l[R(w, hj[w])] = hgl[w]
 		:: else -> skip
 		fi }
@@ -314,7 +334,8 @@ proctype worker(byte w) {
 		fs[w].out = hout[w]; sent[w] = true; retry[w] = false;
 		printf("w%d: finalize job %d lease %d %e: sent\n", w, hj[w], hgl[w], hout[w]) }
 	:: atomic { hs[w] == FINALIZING && retry[w] && lost[w] ->
-		printf("w%d: outcome of job %d abandoned, lease lost\n", w, hj[w]); forget(w) }
+		printf("w%d: outcome of job %d abandoned, lease lost\n", w, hj[w]);
+		note_unwritten(w); forget(w) }
 
 	/* -- heartbeat (heartbeat.go renew, expireDeadlines) --------------------- */
 	:: atomic { hs[w] != IDLE && !lost[w] && HB_ON(w) ->
@@ -351,8 +372,8 @@ proctype worker(byte w) {
 			printf("w%d: handler of job %d cancelled (ErrShutdown)\n", w, hj[w])
 		:: else -> skip
 		fi }
-	/* 5.-6. drained: Stop returns nil */
-	:: atomic { life[w] == STOPPING && DRAINED(w) ->
+	/* 5.-6. drained, and no outcome unwritten since Stop began: Stop returns nil */
+	:: atomic { life[w] == STOPPING && DRAINED(w) && !unwritten[w] ->
 		printf("w%d: Stop returns nil\n", w);
 		for (j : 0 .. NJ - 1) {
 			if
@@ -365,7 +386,13 @@ proctype worker(byte w) {
 		j = 0;
 		life[w] = EXITED; gone(w) };
 		break
-	/* the budget ran out: handler abandoned or outcome unwritten; Stop
+	/* drained, but an outcome went unwritten since Stop began (unwrittenJobs):
+	 * Stop returns an error naming the job, which may run again */
+	:: atomic { life[w] == STOPPING && DRAINED(w) && unwritten[w] ->
+		printf("w%d: Stop returns an error: an outcome went unwritten\n", w);
+		life[w] = EXITED; gone(w) };
+		break
+	/* the budget ran out: handler abandoned or an outcome not resolved; Stop
 	 * returns an error. Statements on the wire may still land. */
 	:: atomic { life[w] == STOPPING && soft[w] && !DRAINED(w) ->
 		printf("w%d: Stop's budget runs out: Stop returns an error\n", w);
@@ -387,18 +414,23 @@ end:
 	/* the finalize reaches the database, after any delay; the completer gets
 	 * its answer (written or stale) and resolves the finalization */
 	:: atomic { fs[w].ph == REQ && fs[w].w8 ->
-		sql_finalize(w, j); j = 0; free_stmt(fs[w]); forget(w) }
+		sql_finalize(w, j, ok); j = 0; free_stmt(fs[w]);
+		if
+		:: !ok -> note_unwritten(w)
+		:: else -> skip
+		fi;
+		ok = false; forget(w) }
 	/* its call times out; the statement stays on the wire */
 	:: atomic { fs[w].ph == REQ && fs[w].w8 && faults < MAXFAULTS ->
 		printf("w%d: finalize call times out, the statement stays on the wire\n", w);
 		fs[w].w8 = false; retry[w] = true; link_fault(w) }
 	/* it commits and its reply is lost */
 	:: atomic { fs[w].ph == REQ && fs[w].w8 && faults < MAXFAULTS ->
-		sql_finalize(w, j); j = 0; free_stmt(fs[w]); retry[w] = true; link_fault(w);
+		sql_finalize(w, j, ok); j = 0; ok = false; free_stmt(fs[w]); retry[w] = true; link_fault(w);
 		printf("w%d: ... and its reply is lost\n", w) }
 	/* a statement nobody waits for lands late, or never */
 	:: atomic { fs[w].ph == REQ && !fs[w].w8 ->
-		printf("w%d: a finalize nobody waits for lands\n", w); sql_finalize(w, j); j = 0; free_stmt(fs[w]) }
+		printf("w%d: a finalize nobody waits for lands\n", w); sql_finalize(w, j, ok); j = 0; ok = false; free_stmt(fs[w]) }
 	:: atomic { fs[w].ph == REQ && !fs[w].w8 -> free_stmt(fs[w]) }
 	:: atomic { rs[w].ph == REQ -> j = rs[w].job; t = rs[w].tk; g = rs[w].gl;
 		printf("w%d: a renewal nobody waits for lands\n", w);

@@ -275,8 +275,13 @@ func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
 	<-rt.completerDone
 
 	var problems []string
-	if abandoned := rt.runningJobs(); len(abandoned) > 0 {
+	switch abandoned := rt.runningJobs(); {
+	case len(abandoned) > 0:
 		problems = append(problems, "handlers did not return and were abandoned (rescue will take their jobs): "+abandoned)
+	case !allReturned:
+		// They returned between the deadline and now: their outcomes may have
+		// missed the drain.
+		problems = append(problems, "handlers returned only after the deadline; their outcomes may be unwritten (rescue will take those jobs)")
 	}
 	if drainErr != nil {
 		problems = append(problems, "some outcomes were not written before the deadline (rescue will take their jobs)")

@@ -44,3 +44,11 @@ bench-drain: ## W1: drain 200,000 no-op jobs with one client, 3 times (jobs/s)
 .PHONY: model
 model: ## Check the Promela model of the lease protocol with spin (docs/model.md)
 	model/check.sh
+
+.PHONY: soak
+soak: ## The long soak: 10 minutes, every fault, on a throwaway PostgreSQL (docs/reliability.md)
+	$(GO) run ./cmd/weir soak --start-postgres --faults all --duration 10m --rate 120
+
+.PHONY: bench-compare
+bench-compare: ## weir and River side by side, 3 rounds of W1-W5 (about 25 minutes; bench/README.md)
+	cd bench && $(GO) run ./cmd/compare --rounds 3

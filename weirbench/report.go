@@ -184,11 +184,16 @@ func shellQuote(args []string) string {
 	return strings.Join(out, " ")
 }
 
+// ratio writes a/b with two decimals, or two significant digits below 0.1.
 func ratio(a, b float64) string {
 	if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
 		return "–"
 	}
-	return strconv.FormatFloat(a/b, 'f', 2, 64)
+	r := a / b
+	if r > 0 && r < 0.095 {
+		return strconv.FormatFloat(r, 'f', 1-int(math.Floor(math.Log10(r))), 64)
+	}
+	return strconv.FormatFloat(r, 'f', 2, 64)
 }
 
 func median(vs []float64) float64 {

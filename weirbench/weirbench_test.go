@@ -228,6 +228,14 @@ func TestFormat(t *testing.T) {
 	if m := median([]float64{4, 1, 2, 3}); m != 2.5 {
 		t.Errorf("median = %v", m)
 	}
+	for _, tt := range []struct {
+		a, b float64
+		want string
+	}{{1, 2, "0.50"}, {2, 1, "2.00"}, {0, 5, "0.00"}, {5.04, 3440, "0.0015"}, {3.7, 100, "0.037"}, {9.6, 100, "0.10"}, {1, 0, "–"}} {
+		if got := ratio(tt.a, tt.b); got != tt.want {
+			t.Errorf("ratio(%v, %v) = %q, want %q", tt.a, tt.b, got, tt.want)
+		}
+	}
 	if c := compact(2000); c != "2k" {
 		t.Errorf("compact(2000) = %q", c)
 	}

@@ -54,7 +54,7 @@ it, migrates it, and TRUNCATES ITS JOB TABLE before every run. It refuses a
 schema that holds tables it did not create, so that it never truncates your
 jobs; still, run it on a database where heavy load is welcome, never on
 production. It takes the database from --database-url only, not from
-WEIR_DATABASE_URL. With the default sizes one round takes about 6 minutes.
+WEIR_DATABASE_URL. With the default sizes one round takes about 5 minutes.
 Progress goes to stderr: one line that updates in place on a terminal.
 
 Flags:

@@ -40,8 +40,8 @@ type completer struct {
 	// run again, and a graceful stop must say so.
 	stopping  bool
 	unwritten []int64
-	more    chan struct{} // capacity 1: the queue has work
-	drained chan struct{} // closed when pending falls to 0, if someone waits
+	more      chan struct{} // capacity 1: the queue has work
+	drained   chan struct{} // closed when pending falls to 0, if someone waits
 }
 
 func newCompleter(rt *runtime) *completer {

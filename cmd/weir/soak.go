@@ -7,7 +7,6 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,11 +15,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/internal/pgcluster"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirmigrate"
 )
@@ -304,7 +301,7 @@ type soakRun struct {
 
 	pool    *pgxpool.Pool
 	client  *weir.Client
-	cluster *pgCluster
+	cluster *pgcluster.Cluster
 	logFile *os.File
 	logMu   sync.Mutex
 	// offset is the database clock minus the local clock; every time the
@@ -353,14 +350,18 @@ func (s *soakRun) run(ctx context.Context) (err error) {
 	f := s.f
 	if f.startPostgres {
 		fmt.Fprintln(s.e.stderr, "soak: starting a throwaway PostgreSQL cluster")
-		c, startErr := startPGCluster()
+		c, startErr := pgcluster.Start(pgcluster.Options{
+			DirPrefix: "weir-soak-pg-",
+			Database:  "soak",
+			Settings:  []string{"max_connections=200"},
+		})
 		if startErr != nil {
-			return fmt.Errorf("soak: %v", startErr)
+			return fmt.Errorf("soak: --start-postgres: %v", startErr)
 		}
 		s.cluster = c
 		defer func() { s.endCluster(err) }() // err: run's result
-		s.url = c.url
-		fmt.Fprintf(s.e.stderr, "soak: PostgreSQL %s in %s\n", c.version, c.dir)
+		s.url = c.URL()
+		fmt.Fprintf(s.e.stderr, "soak: PostgreSQL %s in %s\n", c.Version(), c.Dir())
 	} else {
 		s.url = f.url
 	}
@@ -794,6 +795,26 @@ func (s *soakRun) victim(rng *rand.Rand) *workerProc {
 	return ok[rng.IntN(len(ok))]
 }
 
+// takeVictim picks a victim for a fault of kind and marks it with mark,
+// both under s.mu. If there is no victim, it counts the fault as skipped
+// and returns nil.
+func (s *soakRun) takeVictim(kind string, rng *rand.Rand, mark func(*workerProc)) *workerProc {
+	s.mu.Lock()
+	p := s.victim(rng)
+	if p == nil {
+		if s.skipped == nil {
+			s.skipped = map[string]int{}
+		}
+		s.skipped[kind]++
+		s.mu.Unlock()
+		s.logf("%s skipped: no ready worker", kind)
+		return nil
+	}
+	mark(p)
+	s.mu.Unlock()
+	return p
+}
+
 func (s *soakRun) addFault(f faultEvent) {
 	s.mu.Lock()
 	s.faults = append(s.faults, f)
@@ -834,25 +855,18 @@ func (s *soakRun) schedule(ctx context.Context, wg *sync.WaitGroup) {
 func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 	switch kind {
 	case faultRestart, faultKill:
-		s.mu.Lock()
-		p := s.victim(rng)
-		if p == nil {
-			if s.skipped == nil {
-				s.skipped = map[string]int{}
+		p := s.takeVictim(kind, rng, func(p *workerProc) {
+			now := time.Now()
+			if kind == faultRestart {
+				p.stopping, p.sigtermAt = true, now
+			} else {
+				p.killed, p.killedAt = true, now
 			}
-			s.skipped[kind]++
-			s.mu.Unlock()
-			s.logf("%s skipped: no ready worker", kind)
+			s.faults = append(s.faults, faultEvent{Kind: kind, Worker: p.name, At: now})
+		})
+		if p == nil {
 			return
 		}
-		now := time.Now()
-		if kind == faultRestart {
-			p.stopping, p.sigtermAt = true, now
-		} else {
-			p.killed, p.killedAt = true, now
-		}
-		s.faults = append(s.faults, faultEvent{Kind: kind, Worker: p.name, At: now})
-		s.mu.Unlock()
 		sig := syscall.SIGTERM
 		if kind == faultKill {
 			sig = syscall.SIGKILL
@@ -866,20 +880,14 @@ func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 		}
 		s.startWorker(p.slot)
 	case faultPause:
-		s.mu.Lock()
-		p := s.victim(rng)
+		var at time.Time
+		p := s.takeVictim(kind, rng, func(p *workerProc) {
+			p.paused = true
+			at = time.Now()
+		})
 		if p == nil {
-			if s.skipped == nil {
-				s.skipped = map[string]int{}
-			}
-			s.skipped[kind]++
-			s.mu.Unlock()
-			s.logf("%s skipped: no ready worker", kind)
 			return
 		}
-		p.paused = true
-		at := time.Now()
-		s.mu.Unlock()
 		if err := p.cmd.Process.Signal(pauseSignals[0]); err != nil {
 			s.logf("pause %s: %v", p.name, err)
 		}
@@ -917,9 +925,9 @@ func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 		s.pgRestarts++
 		n := s.pgRestarts
 		s.mu.Unlock()
-		how, err := s.cluster.restart(n, s.f.pgDown)
+		how, err := s.restartPostgres(n)
 		if err != nil {
-			how += ": " + err.Error()
+			how += ": " + oneLine(err.Error())
 		}
 		s.addFault(faultEvent{Kind: faultPGRestart, At: at, Until: time.Now(), Detail: how})
 		s.logf("pgrestart (%s) in %s", how, time.Since(at))
@@ -1125,60 +1133,49 @@ func (s *soakRun) collect(ctx context.Context) (*soakData, error) {
 		G9Slack: f.g9Slack, ExitSlack: time.Second,
 	}}
 	table := func(name string) string { return pgx.Identifier{f.schema, name}.Sanitize() }
-	rows, err := s.pool.Query(ctx, "SELECT id, state, lease_token, coalesce(attempted_by, ''), attempt FROM "+table("weir_job"))
+	var err error
+	d.Jobs, err = queryRows(ctx, s.pool, "SELECT id, state, lease_token, coalesce(attempted_by, ''), attempt FROM "+table("weir_job"),
+		func(r pgx.CollectableRow) (finalJob, error) {
+			var j finalJob
+			err := r.Scan(&j.ID, &j.State, &j.Token, &j.AttemptedBy, &j.Attempt)
+			return j, err
+		})
 	if err != nil {
 		return nil, err
 	}
-	d.Jobs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (finalJob, error) {
-		var j finalJob
-		err := r.Scan(&j.ID, &j.State, &j.Token, &j.AttemptedBy, &j.Attempt)
-		return j, err
-	})
+	d.Execs, err = queryRows(ctx, s.pool, "SELECT id, job_id, lease_token, attempt, worker, mode, started_at, ended_at, coalesce(result, '') FROM "+table("soak_exec"),
+		func(r pgx.CollectableRow) (auditExec, error) {
+			var x auditExec
+			var ended *time.Time
+			err := r.Scan(&x.ID, &x.JobID, &x.Token, &x.Attempt, &x.Worker, &x.Mode, &x.Started, &ended, &x.Result)
+			if ended != nil {
+				x.Ended = *ended
+			}
+			return x, err
+		})
 	if err != nil {
 		return nil, err
 	}
-	rows, err = s.pool.Query(ctx, "SELECT id, job_id, lease_token, attempt, worker, mode, started_at, ended_at, coalesce(result, '') FROM "+table("soak_exec"))
+	d.Ends, err = queryRows(ctx, s.pool, `SELECT job_id, lease_token, coalesce(holder, ''), attempt_before, attempt_after, state,
+		released, coalesce(error, ''), expires_at, at FROM `+table("soak_lease_end"),
+		func(r pgx.CollectableRow) (leaseEnd, error) {
+			var e leaseEnd
+			var expires *time.Time
+			err := r.Scan(&e.JobID, &e.Token, &e.Holder, &e.AttemptBefore, &e.AttemptAfter, &e.State, &e.Released, &e.Error, &expires, &e.At)
+			if expires != nil {
+				e.ExpiresAt = *expires
+			}
+			return e, err
+		})
 	if err != nil {
 		return nil, err
 	}
-	d.Execs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (auditExec, error) {
-		var x auditExec
-		var ended *time.Time
-		err := r.Scan(&x.ID, &x.JobID, &x.Token, &x.Attempt, &x.Worker, &x.Mode, &x.Started, &ended, &x.Result)
-		if ended != nil {
-			x.Ended = *ended
-		}
-		return x, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	rows, err = s.pool.Query(ctx, `SELECT job_id, lease_token, coalesce(holder, ''), attempt_before, attempt_after, state,
-		released, coalesce(error, ''), expires_at, at FROM `+table("soak_lease_end"))
-	if err != nil {
-		return nil, err
-	}
-	d.Ends, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (leaseEnd, error) {
-		var e leaseEnd
-		var expires *time.Time
-		err := r.Scan(&e.JobID, &e.Token, &e.Holder, &e.AttemptBefore, &e.AttemptAfter, &e.State, &e.Released, &e.Error, &expires, &e.At)
-		if expires != nil {
-			e.ExpiresAt = *expires
-		}
-		return e, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	rows, err = s.pool.Query(ctx, "SELECT job_id, lease_token, at FROM "+table("soak_promoted"))
-	if err != nil {
-		return nil, err
-	}
-	d.Promotions, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (promotion, error) {
-		var p promotion
-		err := r.Scan(&p.JobID, &p.Token, &p.At)
-		return p, err
-	})
+	d.Promotions, err = queryRows(ctx, s.pool, "SELECT job_id, lease_token, at FROM "+table("soak_promoted"),
+		func(r pgx.CollectableRow) (promotion, error) {
+			var p promotion
+			err := r.Scan(&p.JobID, &p.Token, &p.At)
+			return p, err
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -1202,6 +1199,15 @@ func (s *soakRun) collect(ctx context.Context) (*soakData, error) {
 		d.Faults = append(d.Faults, fe)
 	}
 	return d, nil
+}
+
+// queryRows runs sql and collects its rows with scan.
+func queryRows[T any](ctx context.Context, pool *pgxpool.Pool, sql string, scan pgx.RowToFunc[T]) ([]T, error) {
+	rows, err := pool.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scan)
 }
 
 // record keeps the workers and the faults in the schema, for inspection.
@@ -1344,171 +1350,34 @@ func (s *soakRun) endCluster(runErr error) {
 	c := s.cluster
 	switch {
 	case s.f.keepPostgres:
-		fmt.Fprintf(s.e.stderr, "soak: the cluster keeps running at %s; stop it with: %s\n", c.url, c.command("stop"))
+		fmt.Fprintf(s.e.stderr, "soak: the cluster keeps running at %s; stop it with: %s\n", c.URL(), c.Command("stop"))
 	case runErr != nil:
-		if err := c.pg(c.pgCtl, "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "stop"); err != nil {
+		if err := c.Shutdown(); err != nil {
 			fmt.Fprintf(s.e.stderr, "soak: %v\n", err)
 		}
 		fmt.Fprintf(s.e.stderr, "soak: the stopped cluster in %s keeps the audit trail (database soak, schema %s); start it with: %s\n",
-			c.dir, s.f.schema, c.command("start"))
+			c.Dir(), s.f.schema, c.Command("start"))
 	default:
-		if err := c.stop(); err != nil {
+		if err := c.Stop(); err != nil {
 			fmt.Fprintf(s.e.stderr, "soak: %v\n", err)
 		}
 	}
 }
 
-// pgCluster is a throwaway PostgreSQL cluster the soak started, and may restart.
-type pgCluster struct {
-	dir     string
-	pgCtl   string
-	version string
-	url     string
-	opts    string // the server's options, for a start after a stop
-	asOwner bool   // run the server's programs as the postgres OS user (we are root)
-}
-
-// startPGCluster creates and starts a cluster in a temporary directory, on a
-// free port, with a "soak" database, the way internal/dbtest's throwaway
-// cluster is made.
-func startPGCluster() (*pgCluster, error) {
-	initdb, pgCtl, err := findPGBinaries()
-	if err != nil {
-		return nil, err
-	}
-	c := &pgCluster{pgCtl: pgCtl, asOwner: os.Geteuid() == 0}
-	if out, err := exec.Command(pgCtl, "--version").Output(); err == nil {
-		c.version = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "pg_ctl (PostgreSQL)"))
-	}
-	base := ""
-	if c.asOwner {
-		base = "/tmp" // initdb refuses root: the postgres user must reach the directory
-	}
-	if c.dir, err = os.MkdirTemp(base, "weir-soak-pg-"); err != nil {
-		return nil, fmt.Errorf("create a directory for the cluster: %v", err)
-	}
-	if c.asOwner {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(c.dir)
-			return nil, fmt.Errorf("look up the postgres user to run initdb as (initdb refuses root): %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(c.dir, uid, gid); err != nil {
-			os.RemoveAll(c.dir)
-			return nil, fmt.Errorf("give %s to the postgres user: %v", c.dir, err)
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(c.dir)
-		return nil, fmt.Errorf("find a free port: %v", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	data := filepath.Join(c.dir, "data")
-	if err := c.pg(initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"); err != nil {
-		os.RemoveAll(c.dir)
-		return nil, err
-	}
-	c.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k '%s' -c fsync=off -c max_connections=200", port, c.dir)
-	if err := c.pg(pgCtl, "-D", data, "-l", filepath.Join(c.dir, "log"), "-w", "-o", c.opts, "start"); err != nil {
-		os.RemoveAll(c.dir)
-		return nil, err
-	}
-	hostPort := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, "postgres://postgres@"+hostPort+"/postgres?sslmode=disable")
-	if err == nil {
-		_, err = conn.Exec(ctx, "CREATE DATABASE soak")
-		conn.Close(ctx)
-	}
-	if err != nil {
-		_ = c.stop()
-		return nil, fmt.Errorf("create the soak database: %v", err)
-	}
-	c.url = "postgres://postgres@" + hostPort + "/soak?sslmode=disable"
-	return c, nil
-}
-
-// restart restarts the server. The odd restarts are fast shutdowns (sessions
-// are terminated, a checkpoint is written) followed at once by a start; the
-// even ones are crashes (immediate mode: no checkpoint, crash recovery at the
-// start) with the server down for down.
-func (c *pgCluster) restart(n int, down time.Duration) (string, error) {
-	data := filepath.Join(c.dir, "data")
+// restartPostgres restarts the cluster's server for the nth pgrestart fault
+// and says how. The odd restarts are fast shutdowns (sessions are
+// terminated, a checkpoint is written) followed at once by a start; the even
+// ones are crashes (immediate mode: no checkpoint, crash recovery at the
+// start) with the server down for --pgrestart-down.
+func (s *soakRun) restartPostgres(n int) (string, error) {
 	if n%2 == 1 {
-		return "fast", c.pg(c.pgCtl, "-D", data, "-l", filepath.Join(c.dir, "log"), "-m", "fast", "-w", "restart")
+		return "fast", s.cluster.Restart()
 	}
+	down := s.f.pgDown
 	how := fmt.Sprintf("immediate, down %s", down)
-	if err := c.pg(c.pgCtl, "-D", data, "-m", "immediate", "-w", "stop"); err != nil {
+	if err := s.cluster.Crash(); err != nil {
 		return how, err
 	}
 	time.Sleep(down) // the fault: the server stays down this long
-	return how, c.pg(c.pgCtl, "-D", data, "-l", filepath.Join(c.dir, "log"), "-w", "-o", c.opts, "start")
-}
-
-// command is the pg_ctl command line that does action (start, stop) to the
-// cluster, for the user.
-func (c *pgCluster) command(action string) string {
-	cmd := fmt.Sprintf("%s -D %s -l %s", c.pgCtl, filepath.Join(c.dir, "data"), filepath.Join(c.dir, "log"))
-	if action == "start" {
-		cmd += fmt.Sprintf(" -o \"%s\"", c.opts)
-	}
-	cmd += " " + action
-	if c.asOwner {
-		cmd = "runuser -u postgres -- " + cmd
-	}
-	return cmd
-}
-
-// stop stops the server and deletes the cluster.
-func (c *pgCluster) stop() error {
-	err := c.pg(c.pgCtl, "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "stop")
-	return errors.Join(err, os.RemoveAll(c.dir))
-}
-
-// pg runs one of PostgreSQL's programs, as the postgres user when we are root.
-func (c *pgCluster) pg(prog string, args ...string) error {
-	if c.asOwner {
-		args = append([]string{"-u", "postgres", "--", prog}, args...)
-		prog = "runuser"
-	}
-	cmd := exec.Command(prog, args...)
-	cmd.Dir = c.dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, oneLine(string(out)))
-	}
-	return nil
-}
-
-// findPGBinaries finds initdb and pg_ctl in one directory: initdb's on PATH,
-// else the newest /usr/lib/postgresql/VERSION/bin.
-func findPGBinaries() (initdb, pgCtl string, err error) {
-	var dirs []string
-	if p, err := exec.LookPath("initdb"); err == nil {
-		dirs = append(dirs, filepath.Dir(p))
-	}
-	versions, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	slices.SortFunc(versions, func(a, b string) int {
-		va, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(a)), 64)
-		vb, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(b)), 64)
-		return cmp.Compare(vb, va)
-	})
-	for _, d := range append(dirs, versions...) {
-		if d, err := filepath.Abs(d); err == nil {
-			initdb, pgCtl = filepath.Join(d, "initdb"), filepath.Join(d, "pg_ctl")
-			if isExec(initdb) && isExec(pgCtl) {
-				return initdb, pgCtl, nil
-			}
-		}
-	}
-	return "", "", errors.New("--start-postgres: initdb and pg_ctl not found on PATH or under /usr/lib/postgresql/*/bin")
-}
-
-func isExec(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+	return how, s.cluster.StartServer()
 }

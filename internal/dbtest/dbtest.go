@@ -42,6 +42,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
+
+	"github.com/weirq/weir/internal/pgcluster"
 )
 
 // Environment variables read by Main.
@@ -74,7 +76,7 @@ func run(m *testing.M) int {
 
 	code := runTests(m, c)
 	if c != nil {
-		if err := c.stop(); err != nil {
+		if err := c.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
 			if code == 0 {
 				code = 1
@@ -93,7 +95,7 @@ func run(m *testing.M) int {
 
 // runTests runs m. If c is a throwaway cluster, it is stopped when the
 // process gets SIGINT or SIGTERM while the tests run.
-func runTests(m *testing.M, c *cluster) int {
+func runTests(m *testing.M, c *pgcluster.Cluster) int {
 	if c == nil {
 		return m.Run()
 	}
@@ -107,7 +109,7 @@ func runTests(m *testing.M, c *cluster) int {
 		case <-finished:
 		case <-ctx.Done():
 			fmt.Fprintln(os.Stderr, "dbtest: interrupted, stopping throwaway cluster")
-			if err := c.stop(); err != nil {
+			if err := c.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
 			}
 			os.Exit(1)
@@ -121,7 +123,7 @@ func runTests(m *testing.M, c *cluster) int {
 
 // findServer picks the server to test against. It returns its URL and, if
 // it started one, the throwaway cluster.
-func findServer() (string, *cluster, error) {
+func findServer() (string, *pgcluster.Cluster, error) {
 	if os.Getenv(envForce) != "1" {
 		if u := os.Getenv(envURL); u != "" {
 			if err := ping(u, 5*time.Second); err != nil {
@@ -136,7 +138,7 @@ func findServer() (string, *cluster, error) {
 		}
 	}
 	c, err := startCluster()
-	if errors.Is(err, errNoBinaries) {
+	if errors.Is(err, pgcluster.ErrNoBinaries) {
 		return "", nil, fmt.Errorf("no PostgreSQL found: set TEST_DATABASE_URL, "+
 			"run a server at %s, or install the Debian postgresql package so initdb and pg_ctl exist (%w)",
 			defaultURL, err)
@@ -144,8 +146,8 @@ func findServer() (string, *cluster, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	logServer("throwaway cluster in "+c.dir, c.url)
-	return c.url, c, nil
+	logServer("throwaway cluster in "+c.Dir(), c.URL())
+	return c.URL(), c, nil
 }
 
 // logServer prints one line to stderr naming the server in use, without

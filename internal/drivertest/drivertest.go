@@ -49,6 +49,7 @@ func Run(t *testing.T, setup Setup) {
 		{"FinalizeCancelRequested", testFinalizeCancelRequested},
 		{"FinalizeCompletionsBatch", testFinalizeCompletionsBatch},
 		{"InsertNotifies", testInsertNotifies},
+		{"InsertNotifiesConcurrently", testInsertNotifiesConcurrently},
 		{"FinalizeRetryPastMaxAttempts", testFinalizeRetryPastMaxAttempts},
 		{"RuntimeNotifies", testRuntimeNotifies},
 		{"Renew", testRenew},

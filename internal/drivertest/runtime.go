@@ -614,6 +614,39 @@ func testInsertNotifies(t *testing.T, d weirdriver.Driver) {
 	}
 }
 
+// testInsertNotifiesConcurrently: inserts from many goroutines at once, which a
+// driver may notify for together, still wake the workers of every queue.
+func testInsertNotifiesConcurrently(t *testing.T, d weirdriver.Driver) {
+	l := listen(t, d, d.InsertChannel())
+	const goroutines, each = 16, 10
+	var wg sync.WaitGroup
+	errs := make([]error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			for range each {
+				p := params("k", fmt.Sprintf("conc-%d", g), `{}`)
+				if _, err := d.Executor().JobInsert(ctx(t), []*weirdriver.JobInsertParams{p}); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, q := range notificationsBefore(t, d, l, "marker") {
+		got[q] = true
+	}
+	for g := range goroutines {
+		if q := fmt.Sprintf("conc-%d", g); !got[q] {
+			t.Errorf("no notification for queue %s (got %v)", q, got)
+		}
+	}
+}
+
 func testRuntimeNotifies(t *testing.T, d weirdriver.Driver) {
 	lease := time.Minute
 	retry := claimOne(t, d, "n-retry", 3, lease)

@@ -51,4 +51,4 @@ soak: ## The long soak: 10 minutes, every fault, on a throwaway PostgreSQL (docs
 
 .PHONY: bench-compare
 bench-compare: ## weir and River side by side, 3 rounds of W1-W5 (about 25 minutes; bench/README.md)
-	cd bench && $(GO) run ./cmd/compare --rounds 3
+	cd bench && $(GO) run ./cmd/compare --rounds 3 --json results/compare.json

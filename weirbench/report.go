@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,4 +258,21 @@ func (o *Options) commandLine() string {
 		return o.Command
 	}
 	return o.Command + " " + shellQuote(o.Args)
+}
+
+// WriteFile creates path (and its directory) and writes it with write, for
+// WriteTable, WriteJSON and WriteSVG.
+func WriteFile(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }

@@ -141,7 +141,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			write func(io.Writer) error
 		}{{o.jsonPath, rep.WriteJSON}, {o.plotPath, rep.WriteSVG}} {
 			if out.path != "" {
-				if werr := writeFile(out.path, out.write); werr != nil {
+				if werr := weirbench.WriteFile(out.path, out.write); werr != nil {
 					err = errors.Join(err, werr)
 				}
 			}
@@ -161,17 +161,4 @@ func redactArgs(args []string, url string) []string {
 		out[i] = strings.ReplaceAll(a, url, "URL")
 	}
 	return out
-}
-
-// writeFile writes a file with write.
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
 }

@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"syscall"
 
@@ -91,7 +90,7 @@ func write(rep *weirbench.Report, jsonPath, plotPath string) {
 		if out.path == "" {
 			continue
 		}
-		if err := writeFile(out.path, out.write); err != nil {
+		if err := weirbench.WriteFile(out.path, out.write); err != nil {
 			fail(err)
 		}
 		fmt.Fprintf(os.Stderr, "wrote %s\n", out.path)
@@ -113,20 +112,4 @@ func riverVersion() string {
 		}
 	}
 	return "(version unknown)"
-}
-
-// writeFile writes path with write, creating its directory.
-func writeFile(path string, write func(io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
 }

@@ -74,7 +74,7 @@ func (e *executor) JobInsert(ctx context.Context, params []*weirdriver.JobInsert
 		defer r.Close()
 		return scanInsertResults(r, len(params))
 	}
-	r, err := e.db.Query(ctx, e.q.jobInsertQuiet, input, e.q.insertChannel)
+	r, err := e.db.Query(ctx, e.q.jobInsertQuiet, input)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}

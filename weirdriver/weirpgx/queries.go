@@ -56,10 +56,12 @@ func newQueries(schema string) *queries {
 		).Replace(s)
 	}
 
-	// One statement inserts every job, skips those whose unique key is taken
-	// (returning the holder instead) and queues a notification per queue with new
-	// available jobs, delivered at commit. $1 is a JSON array of jobs, $2 the channel.
-	q.jobInsert = fill(`
+	// One statement inserts every job and skips those whose unique key is taken
+	// (returning the holder instead). $1 is a JSON array of jobs. jobInsertQuiet
+	// is it alone, for inserts that commit on their own and leave notifying to
+	// the notifier; jobInsert also queues a notification per queue with new
+	// available jobs, delivered at commit, with $2 the channel.
+	q.jobInsertQuiet = fill(`
 WITH input AS (
 	SELECT x.*, CASE WHEN x.scheduled_at > now() THEN 'scheduled' ELSE 'available' END AS state
 	FROM jsonb_to_recordset($1::jsonb) AS x(
@@ -83,14 +85,9 @@ inserted AS (
 	RETURNING *, xmax <> 0 AS duplicate
 )
 SELECT {cols}, duplicate
-FROM inserted
-WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END`)
-
-	// The same without the notification, for inserts that commit on their own
-	// and leave notifying to the notifier.
-	q.jobInsertQuiet = strings.Replace(q.jobInsert,
-		"WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END",
-		"WHERE $2::text IS NOT NULL", 1)
+FROM inserted`)
+	q.jobInsert = q.jobInsertQuiet + `
+WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END`
 
 	// Bulk inserts take their ids and the transaction's clock first, then COPY.
 	q.jobIDs = fill(`SELECT now(), array(SELECT nextval('{seq}') FROM generate_series(1, $1::integer))`)

@@ -22,7 +22,7 @@ import (
 var ErrAlreadyStarted = errors.New("weir: client already started")
 
 // runtime is a started client's moving parts. Start builds it; Stop tears it down
-// in the order SEMANTICS.md gives.
+// in the order docs/contract.md gives.
 type runtime struct {
 	cfg      *Config
 	clientID string
@@ -223,7 +223,7 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	}
 }
 
-// shutdown runs the steps of SEMANTICS.md's Shutdown.
+// shutdown runs the steps of docs/contract.md's Shutdown.
 func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
 	deadline, hasDeadline := ctx.Deadline()
 	// Every wait below ends by the budget; what is still in flight then is cut.

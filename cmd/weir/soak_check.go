@@ -2,7 +2,7 @@ package main
 
 // The end checks of weir soak: pure functions over what the audit tables, the
 // worker processes and the fault schedule recorded. docs/reliability.md gives
-// the rules in prose; SEMANTICS.md gives the guarantees they check.
+// the rules in prose; docs/contract.md defines the guarantees they check.
 
 import (
 	"fmt"

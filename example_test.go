@@ -1,0 +1,187 @@
+package weir_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver/weirsqlite"
+	"github.com/weirq/weir/weirmigrate"
+)
+
+// The examples keep their jobs in a SQLite file, so that they run anywhere; on
+// PostgreSQL only the driver changes: weirpgx.New(pool, nil).
+
+// SendWelcome is a job's arguments: Kind names the job type, the fields are its JSON.
+type SendWelcome struct {
+	To string `json:"to"`
+}
+
+func (SendWelcome) Kind() string { return "welcome.send" }
+
+// exampleStore opens a migrated SQLite store in a fresh directory and returns the
+// driver and a function that closes it and removes the directory.
+func exampleStore() (*weirsqlite.Driver, func()) {
+	dir, err := os.MkdirTemp("", "weir-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	driver, err := weirsqlite.Open(filepath.Join(dir, "jobs.db"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := weirmigrate.New(driver).Up(context.Background(), nil); err != nil {
+		log.Fatal(err)
+	}
+	return driver, func() {
+		driver.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+func ExampleClient_Insert() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+
+	client, err := weir.NewClient(driver, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := client.Insert(ctx, SendWelcome{To: "ada@example.com"}, &weir.InsertOpts{
+		Queue:    "mail",
+		Priority: 1,
+		Tags:     []string{"signup"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Job.Kind, res.Job.Queue, res.Job.State, string(res.Job.Args))
+	// Output: welcome.send mail available {"to":"ada@example.com"}
+}
+
+func ExampleClient_InsertSQLTx() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+	client, err := weir.NewClient(driver, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// The job commits, or rolls back, with the rest of the transaction: here it
+	// rolls back, so no job exists afterwards.
+	tx, err := driver.DB().BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.InsertSQLTx(ctx, tx, SendWelcome{To: "bob@example.com"}, nil); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		log.Fatal(err)
+	}
+	page, err := client.JobList(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("jobs after the rollback:", len(page.Jobs))
+	// Output: jobs after the rollback: 0
+}
+
+func ExampleAddWorker() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+
+	workers := weir.NewWorkers()
+	weir.AddWorker(workers, weir.WorkFunc(func(ctx context.Context, job *weir.Job[SendWelcome]) error {
+		fmt.Println("welcome sent to", job.Args.To)
+		return nil // nil completes the job; an error retries it with backoff
+	}))
+	client, err := weir.NewClient(driver, &weir.Config{
+		Workers: workers,
+		Queues:  map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 10}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	completed, unsubscribe := client.Subscribe(weir.EventJobCompleted)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.Insert(ctx, SendWelcome{To: "ada@example.com"}, nil); err != nil {
+		log.Fatal(err)
+	}
+	<-completed
+
+	// On shutdown, the deadline is the whole budget of the graceful stop.
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: welcome sent to ada@example.com
+}
+
+func ExampleClient_JobCancel() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+	client, err := weir.NewClient(driver, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	res, err := client.Insert(ctx, SendWelcome{To: "eve@example.com"}, &weir.InsertOpts{
+		ScheduledAt: time.Now().Add(time.Hour),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("inserted:", res.Job.State)
+	job, err := client.JobCancel(ctx, res.Job.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("cancelled:", job.State)
+	job, err = client.JobRetry(ctx, job.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("retried:", job.State)
+	// Output:
+	// inserted: scheduled
+	// cancelled: cancelled
+	// retried: available
+}
+
+func ExampleClient_QueueList() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+	client, err := weir.NewClient(driver, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, queue := range []string{"mail", "mail", "media"} {
+		if _, err := client.Insert(ctx, SendWelcome{To: "ada@example.com"}, &weir.InsertOpts{Queue: queue}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	queues, err := client.QueueList(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, q := range queues {
+		fmt.Println(q.Name, q.Counts[weir.JobStateAvailable])
+	}
+	// Output:
+	// mail 2
+	// media 1
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"regexp"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,9 @@ type Config struct {
 	// identifier: a letter or underscore, then letters, digits or underscores, at
 	// most 50 characters (so that its notification channel names fit in 63).
 	Schema string
+	// Logger receives the driver's warnings (an insert notification that could
+	// not be sent). Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // Driver keeps jobs in PostgreSQL.
@@ -44,15 +48,18 @@ func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
 	if pool == nil {
 		return nil, errors.New("weirpgx: pool is nil")
 	}
-	schema := DefaultSchema
+	schema, logger := DefaultSchema, slog.Default()
 	if config != nil && config.Schema != "" {
 		schema = config.Schema
+	}
+	if config != nil && config.Logger != nil {
+		logger = config.Logger
 	}
 	if err := ValidateSchema(schema); err != nil {
 		return nil, err
 	}
 	q := newQueries(schema)
-	return &Driver{pool: pool, schema: schema, q: q, notifier: newNotifier(pool, q)}, nil
+	return &Driver{pool: pool, schema: schema, q: q, notifier: newNotifier(pool, q, logger)}, nil
 }
 
 // ValidateSchema reports whether name can be weir's schema.
@@ -210,3 +217,7 @@ func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMig
 	}
 	return applied, nil
 }
+
+// NotificationsFailed counts the insert notifications the driver could not send
+// (each is also logged). Workers still find those jobs by polling.
+func (d *Driver) NotificationsFailed() int64 { return d.notifier.failed.Load() }

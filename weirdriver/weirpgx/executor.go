@@ -89,7 +89,7 @@ func (e *executor) JobInsert(ctx context.Context, params []*weirdriver.JobInsert
 			queues = append(queues, res.Job.Queue)
 		}
 	}
-	e.notifier.notify(queues)
+	e.notifier.notify(ctx, queues)
 	return results, nil
 }
 
@@ -126,7 +126,7 @@ func (e *executor) NotifyInsert(ctx context.Context, queues []string) (err error
 		return nil
 	}
 	if e.notifier != nil {
-		e.notifier.notify(queues)
+		e.notifier.notify(ctx, queues)
 		return nil
 	}
 	if _, err := e.db.Exec(ctx, e.q.notifyInsert, e.q.insertChannel, queues); err != nil {

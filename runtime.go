@@ -85,13 +85,16 @@ type Stats struct {
 	// trusted, Stop's budget ran out, or the handler returned after Stop had
 	// returned; rescue takes those jobs.
 	Abandoned int64
-	// EventsDropped counts events not delivered to a full subscription.
+	// EventsDropped counts events not delivered to a full subscription or hook
+	// queue, or left in the hook queue when Stop's budget ran out.
 	EventsDropped int64
+	// HookPanics counts hook calls that panicked (the first is logged).
+	HookPanics int64
 }
 
 // Stats returns the runtime's counters.
 func (c *Client) Stats() Stats {
-	s := Stats{EventsDropped: c.events.dropped.Load()}
+	s := Stats{EventsDropped: c.events.dropped.Load(), HookPanics: c.events.hookPanics.Load()}
 	c.mu.Lock()
 	rt := c.rt
 	c.mu.Unlock()
@@ -159,6 +162,7 @@ func (c *Client) Start(ctx context.Context) error {
 		rt.producers[name] = newProducer(rt, name, qc)
 	}
 
+	rt.events.startHooks(cfg.Logger)
 	go func() { // the completer: stopped by serviceCtx, awaited through completerDone
 		defer close(rt.completerDone)
 		rt.completer.loop(rt.serviceCtx)
@@ -169,6 +173,7 @@ func (c *Client) Start(ctx context.Context) error {
 		rt.serviceCancel()
 		rt.services.Wait()
 		<-rt.completerDone
+		rt.events.stop(ctx)
 		return fmt.Errorf("weir: start maintenance: %w", err)
 	}
 	for _, p := range rt.producers {
@@ -273,6 +278,7 @@ func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
 	rt.serviceCancel()
 	rt.services.Wait()
 	<-rt.completerDone
+	rt.events.stop(ctx) // hooks drain within the budget; subscriptions close
 
 	var problems []string
 	switch abandoned := rt.runningJobs(); {

@@ -35,7 +35,7 @@ func TestRenewAndFinalizeDoNotDeadlock(t *testing.T) {
 	c := b.start(t, &weir.Config{
 		Workers:           probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }),
 		Queues:            map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 200, Prefetch: 200}},
-		HeartbeatInterval: 5 * time.Millisecond,
+		HeartbeatInterval: 10 * time.Millisecond, // the least allowed
 		LeaseDuration:     30 * time.Second,
 		Logger:            slog.New(logs),
 	})

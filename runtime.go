@@ -17,9 +17,13 @@ import (
 	"github.com/weirq/weir/weirmigrate"
 )
 
-// ErrAlreadyStarted is returned by Start on a client that was started before: a
-// client runs once.
+// ErrAlreadyStarted is returned by Start on a client that is running.
 var ErrAlreadyStarted = errors.New("weir: client already started")
+
+// ErrStopped is returned by Start on a client that was stopped: a client runs
+// once, since handlers abandoned by its Stop may still be running with its
+// leases. Make a new client to start again.
+var ErrStopped = errors.New("weir: client was stopped and cannot be restarted; make a new client")
 
 // runtime is a started client's moving parts. Start builds it; Stop tears it down
 // in the order SEMANTICS.md gives.
@@ -127,6 +131,9 @@ func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {
+		if c.rt != nil && c.rt.isStopping() {
+			return ErrStopped
+		}
 		return ErrAlreadyStarted
 	}
 	if err := weirmigrate.New(c.driver).Check(ctx); err != nil {
@@ -169,6 +176,7 @@ func (c *Client) Start(ctx context.Context) error {
 		rt.serviceCancel()
 		rt.services.Wait()
 		<-rt.completerDone
+		c.started = false // nothing runs: Start may be tried again
 		return fmt.Errorf("weir: start maintenance: %w", err)
 	}
 	for _, p := range rt.producers {
@@ -194,6 +202,13 @@ func (c *Client) Stop(ctx context.Context) error {
 // does. A second Stop, or Stop after StopAndCancel, waits for the first.
 func (c *Client) StopAndCancel(ctx context.Context) error {
 	return c.stop(ctx, true)
+}
+
+// isStopping reports whether a Stop began.
+func (rt *runtime) isStopping() bool {
+	rt.stopMu.Lock()
+	defer rt.stopMu.Unlock()
+	return rt.stopping
 }
 
 func (c *Client) stop(ctx context.Context, hard bool) error {

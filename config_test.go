@@ -25,7 +25,7 @@ func TestConfigRanges(t *testing.T) {
 		set   func(*weir.Config)
 		// value and want name the value in the error and its range.
 		value, want string
-		ok         bool
+		ok          bool
 	}
 	dur := func(field string, d time.Duration, ok bool, want string, set func(*weir.Config, time.Duration)) bound {
 		return bound{field: field, value: d.String(), want: want, ok: ok, set: func(c *weir.Config) { set(c, d) }}

@@ -263,6 +263,7 @@ func (p *producer) run(j *heldJob) {
 	err := invoke(ctx, j.work)
 	elapsed := time.Since(start)
 	fin := rt.finalization(j, entry, err, context.Cause(ctx), elapsed)
+	rt.logFailure(j, fin)
 
 	// The outcome is tracked by the completer before the slot frees: Stop waits
 	// for idle handlers and then for the completer to drain, so a finalization

@@ -33,8 +33,11 @@ type runtime struct {
 	exec     weirdriver.Executor
 	driver   weirdriver.Driver
 	logger   *slog.Logger
-	events   *eventBus
-	stats    *stats
+	// limited logs what others can repeat at will (failing jobs, notifications),
+	// at most logLinesPerSecond lines a second of each kind.
+	limited *logLimiter
+	events  *eventBus
+	stats   *stats
 
 	leases    *leaseTable
 	producers map[string]*producer
@@ -144,7 +147,7 @@ func (c *Client) Start(ctx context.Context) error {
 	cfg := &c.config
 	rt := &runtime{
 		cfg: cfg, clientID: cfg.ID, exec: c.driver.Executor(), driver: c.driver,
-		logger: cfg.Logger, events: c.events, stats: &stats{}, leases: newLeaseTable(),
+		logger: cfg.Logger, limited: newLogLimiter(cfg.Logger, time.Now, logLinesPerSecond), events: c.events, stats: &stats{}, leases: newLeaseTable(),
 		producers: map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
 		baseCtx: context.WithoutCancel(ctx),
 	}
@@ -307,6 +310,7 @@ func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
 		problems = append(problems, fmt.Sprintf("the outcomes of jobs %v were not written: their leases were lost "+
 			"or could not be renewed in time, so they may run again", ids))
 	}
+	rt.limited.flush()
 	if len(problems) > 0 {
 		return fmt.Errorf("weir: stop: %s", strings.Join(problems, "; "))
 	}
@@ -444,6 +448,32 @@ func (rt *runtime) finalization(j *heldJob, entry *workerEntry, err, cause error
 		f.params.ScheduledAt = policy.NextRetry(j.row)
 	}
 	return f
+}
+
+// logFailure logs a failed attempt at WARN and a discarded job at ERROR, with
+// the stack of a panic, rate-limited per kind.
+func (rt *runtime) logFailure(j *heldJob, f *finalization) {
+	var (
+		level slog.Level
+		msg   string
+	)
+	switch f.params.Outcome {
+	case weirdriver.OutcomeRetry:
+		level, msg = slog.LevelWarn, "weir: job attempt failed"
+	case weirdriver.OutcomeDiscard:
+		level, msg = slog.LevelError, "weir: job discarded"
+	default:
+		return
+	}
+	attrs := []any{"kind", j.row.Kind, "job_id", j.row.ID, "attempt", j.row.Attempt,
+		"max_attempts", j.row.MaxAttempts, "error", f.err.Error()}
+	if f.params.Outcome == weirdriver.OutcomeRetry {
+		attrs = append(attrs, "retry_at", f.params.ScheduledAt)
+	}
+	if pe := (*PanicError)(nil); errors.As(f.err, &pe) {
+		attrs = append(attrs, "stack", pe.Stack)
+	}
+	rt.limited.log(level, msg, j.row.Kind, attrs...)
 }
 
 // listen wakes producers on insert notifications and cancels handlers on cancel

@@ -56,7 +56,7 @@ func TestLogLimiter(t *testing.T) {
 	for i := range 10 {
 		l.log(slog.LevelWarn, "failed", "a", "i", i)
 	}
-	l.log(slog.LevelWarn, "failed", "b", "i", 0) // another key has its own budget
+	l.log(slog.LevelWarn, "failed", "b", "i", 0)  // another key has its own budget
 	l.log(slog.LevelError, "failed", "a", "i", 0) // and so has another level
 	want := []string{
 		"WARN failed i=0", "WARN failed i=1", "WARN failed i=2",

@@ -39,10 +39,12 @@ type runtime struct {
 	events  *eventBus
 	stats   *stats
 
-	leases    *leaseTable
-	producers map[string]*producer
-	completer *completer
-	maint     *maintenance.Service
+	leases *leaseTable
+	// renewRequest (capacity 1) asks the heartbeat for an early renewal.
+	renewRequest chan struct{}
+	producers    map[string]*producer
+	completer    *completer
+	maint        *maintenance.Service
 
 	// baseCtx carries Start's values, never its cancellation, to handlers.
 	baseCtx context.Context
@@ -69,6 +71,7 @@ type runtime struct {
 // stats are the client's counters.
 type stats struct {
 	claims      atomic.Int64
+	renewals    atomic.Int64
 	staleWrites atomic.Int64
 	leasesLost  atomic.Int64
 	finalized   atomic.Int64
@@ -80,6 +83,9 @@ type stats struct {
 type Stats struct {
 	// Claims counts claim statements run, by all queues.
 	Claims int64
+	// Renewals counts renewal statements sent: one per heartbeat interval while
+	// the client holds leases, and early ones that operators' cancels ask for.
+	Renewals int64
 	// StaleWrites counts fenced writes that matched no row: the lease had been lost.
 	StaleWrites int64
 	// LeasesLost counts leases the client found lost, by renewal or local deadline.
@@ -104,6 +110,7 @@ func (c *Client) Stats() Stats {
 	c.mu.Unlock()
 	if rt != nil {
 		s.Claims = rt.stats.claims.Load()
+		s.Renewals = rt.stats.renewals.Load()
 		s.StaleWrites = rt.stats.staleWrites.Load()
 		s.LeasesLost = rt.stats.leasesLost.Load()
 		s.Finalized = rt.stats.finalized.Load()
@@ -148,7 +155,8 @@ func (c *Client) Start(ctx context.Context) error {
 	rt := &runtime{
 		cfg: cfg, clientID: cfg.ID, exec: c.driver.Executor(), driver: c.driver,
 		logger: cfg.Logger, limited: newLogLimiter(cfg.Logger, time.Now, logLinesPerSecond), events: c.events, stats: &stats{}, leases: newLeaseTable(),
-		producers: map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
+		renewRequest: make(chan struct{}, 1),
+		producers:    map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
 		baseCtx: context.WithoutCancel(ctx),
 	}
 	rt.claimCtx, rt.stopClaim = context.WithCancel(context.Background())
@@ -451,8 +459,12 @@ func (rt *runtime) finalization(j *heldJob, entry *workerEntry, err, cause error
 }
 
 // logFailure logs a failed attempt at WARN and a discarded job at ERROR, with
-// the stack of a panic, rate-limited per kind.
-func (rt *runtime) logFailure(j *heldJob, f *finalization) {
+// the stack of a panic, rate-limited per kind. cause is why the handler's context
+// ended, if it did.
+func (rt *runtime) logFailure(j *heldJob, f *finalization, cause error) {
+	if errors.Is(cause, ErrJobCancelRequested) {
+		return // an operator cancelled it: the job ends cancelled, not failed
+	}
 	var (
 		level slog.Level
 		msg   string
@@ -520,11 +532,17 @@ func (rt *runtime) listen(ctx context.Context) {
 	}
 }
 
+// notify acts on a notification. Any role that can connect may send one, on any
+// channel, so a notification is only a hint to ask the database: an insert
+// notification wakes its queue's producer, whose claim reads the queue (and which
+// throttles wake-ups that find nothing); a cancel names a running job whose
+// cancel_requested_at the heartbeat then reads, with an early renewal, before it
+// cancels anything. Each costs O(1) here and coalesces with the ones before it.
 func (rt *runtime) notify(n *weirdriver.Notification) {
 	switch n.Channel {
 	case rt.driver.InsertChannel():
 		if p := rt.producers[n.Payload]; p != nil {
-			p.poke()
+			p.hint()
 		}
 	case rt.driver.ControlChannel():
 		if strings.HasPrefix(n.Payload, "pause ") {
@@ -533,13 +551,24 @@ func (rt *runtime) notify(n *weirdriver.Notification) {
 		idText, ok := strings.CutPrefix(n.Payload, "cancel ")
 		id, err := strconv.ParseInt(idText, 10, 64)
 		if !ok || err != nil {
-			rt.logger.Warn("weir: unknown control message", "payload", n.Payload)
+			rt.limited.log(slog.LevelWarn, "weir: unknown control message", "", "payload", truncate(n.Payload))
 			return
 		}
 		rt.leases.mu.Lock()
-		if j := rt.leases.jobs[id]; j != nil && j.state == heldRunning {
-			j.cancel(ErrJobCancelRequested)
-		}
+		j := rt.leases.jobs[id]
+		running := j != nil && j.state == heldRunning
 		rt.leases.mu.Unlock()
+		if running {
+			rt.renewSoon()
+		}
+	}
+}
+
+// renewSoon asks the heartbeat for an early renewal, which reports the running
+// jobs whose cancel was requested. It never blocks; requests coalesce.
+func (rt *runtime) renewSoon() {
+	select {
+	case rt.renewRequest <- struct{}{}:
+	default:
 	}
 }

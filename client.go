@@ -40,34 +40,35 @@ type Config struct {
 	// Hooks are called for every job event, detached (see Hook).
 	Hooks []Hook
 
-	// Queues are the queues this client works, with their settings. A client
-	// without queues only inserts and operates.
+	// Queues are the queues this client works, with their settings, at most
+	// 1,000. A client without queues only inserts and operates.
 	Queues map[string]QueueConfig
 	// LeaseDuration is how long a claim or renewal holds a job (database clock).
-	// Default: 30 s. At least 3× HeartbeatInterval.
+	// Default: 30 s. Range: 100 ms to 1 h, and at least 3× HeartbeatInterval.
 	LeaseDuration time.Duration
 	// HeartbeatInterval is how often the client renews all its leases, in one
-	// statement. Default: 5 s.
+	// statement. Default: 5 s. Range: 10 ms to 20 min.
 	HeartbeatInterval time.Duration
 	// RescueInterval is how often the maintenance leader takes back jobs whose lease
-	// expired. Default: 15 s.
+	// expired. Default: 15 s. Range: 10 ms to 1 h.
 	RescueInterval time.Duration
 	// FetchPollInterval is how often an idle queue looks for work when no
 	// notification wakes it (jobs inserted by other processes while the listener
-	// was down, scheduled jobs that became due). Default: 1 s.
+	// was down, scheduled jobs that became due). Default: 1 s. Range: 10 ms to 1 h.
 	FetchPollInterval time.Duration
 	// JobTimeout bounds each attempt; a worker may set its own (Timeout method).
-	// Default: 1 min. Negative means no timeout.
+	// Default: 1 min. Range: 1 ms to 30 days; negative means no timeout.
 	JobTimeout time.Duration
 	// RetryPolicy says when failed jobs run again; a worker may set its own
 	// (NextRetry method). Default: ExponentialBackoff{}.
 	RetryPolicy RetryPolicy
 	// ShutdownReserve is the part of Stop's budget kept for writing outcomes after
 	// handlers are cancelled. Default: 1 s, or a fifth of the budget if smaller.
+	// Range: 10 ms to 1 h.
 	ShutdownReserve time.Duration
 	// CompletedRetention, CancelledRetention and DiscardedRetention say how long
 	// final jobs are kept before maintenance deletes them. Defaults: 24 h, 7 days,
-	// 7 days. Negative means keep forever.
+	// 7 days. Range: 1 s to 10 years; negative means keep forever.
 	CompletedRetention time.Duration
 	CancelledRetention time.Duration
 	DiscardedRetention time.Duration
@@ -76,10 +77,11 @@ type Config struct {
 // QueueConfig configures one queue of a client.
 type QueueConfig struct {
 	// MaxWorkers is the most handlers of this queue that run at once in this
-	// client. At least 1.
+	// client. Range: 1 to 10,000.
 	MaxWorkers int
 	// Prefetch is how many claimed jobs may wait locally for a free worker, beyond
-	// MaxWorkers. Default: MaxWorkers/4, at most 100. Negative means none.
+	// MaxWorkers. 0 means the default: MaxWorkers/4, at most 100; -1 means none.
+	// Range: -1 to 10,000.
 	Prefetch int
 }
 
@@ -142,64 +144,109 @@ func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	return c, nil
 }
 
+// The ranges of the runtime's settings. They catch unit mistakes (a lease of 30
+// nanoseconds, a poll interval of 1 ns that sends thousands of claims a second on
+// an idle queue) and values that would make one client take a whole backlog into
+// memory at once (MaxWorkers of a million). docs/runtime.md lists them.
+const (
+	minInterval     = 10 * time.Millisecond // poll, heartbeat, rescue, shutdown reserve
+	maxInterval     = time.Hour
+	minLease        = 100 * time.Millisecond
+	maxLease        = time.Hour
+	minJobTimeout   = time.Millisecond
+	maxJobTimeout   = 30 * 24 * time.Hour
+	minRetention    = time.Second
+	maxRetention    = 10 * 365 * 24 * time.Hour
+	maxQueueWorkers = 10_000
+	maxPrefetch     = 10_000
+	maxQueues       = 1_000
+)
+
 // setRuntimeDefaults fills in and checks the runtime's settings.
 func (cfg *Config) setRuntimeDefaults() error {
 	for _, d := range []struct {
-		name  string
-		value *time.Duration
-		def   time.Duration
+		name     string
+		value    *time.Duration
+		def      time.Duration
+		min, max time.Duration
 	}{
-		{"LeaseDuration", &cfg.LeaseDuration, DefaultLeaseDuration},
-		{"HeartbeatInterval", &cfg.HeartbeatInterval, DefaultHeartbeatInterval},
-		{"RescueInterval", &cfg.RescueInterval, DefaultRescueInterval},
-		{"FetchPollInterval", &cfg.FetchPollInterval, DefaultFetchPollInterval},
-		{"ShutdownReserve", &cfg.ShutdownReserve, DefaultShutdownReserve},
+		{"LeaseDuration", &cfg.LeaseDuration, DefaultLeaseDuration, minLease, maxLease},
+		{"HeartbeatInterval", &cfg.HeartbeatInterval, DefaultHeartbeatInterval, minInterval, maxInterval / 3},
+		{"RescueInterval", &cfg.RescueInterval, DefaultRescueInterval, minInterval, maxInterval},
+		{"FetchPollInterval", &cfg.FetchPollInterval, DefaultFetchPollInterval, minInterval, maxInterval},
+		{"ShutdownReserve", &cfg.ShutdownReserve, DefaultShutdownReserve, minInterval, maxInterval},
 	} {
-		switch {
-		case *d.value < 0:
-			return invalidf("Config.%s %s is negative", d.name, *d.value)
-		case *d.value == 0:
+		if *d.value == 0 {
 			*d.value = d.def
+		}
+		if *d.value < d.min || *d.value > d.max {
+			return invalidf("Config.%s %s is outside its range %s..%s", d.name, *d.value, fmtDuration(d.min), fmtDuration(d.max))
 		}
 	}
 	if cfg.LeaseDuration < 3*cfg.HeartbeatInterval {
 		return invalidf("Config.LeaseDuration %s is under 3× HeartbeatInterval (%s): one late renewal would lose leases",
 			cfg.LeaseDuration, cfg.HeartbeatInterval)
 	}
+	// These may be negative (no timeout, keep forever); a positive value has a range.
 	for _, d := range []struct {
-		value *time.Duration
-		def   time.Duration
+		name     string
+		value    *time.Duration
+		def      time.Duration
+		min, max time.Duration
 	}{
-		{&cfg.JobTimeout, DefaultJobTimeout},
-		{&cfg.CompletedRetention, DefaultCompletedRetention},
-		{&cfg.CancelledRetention, DefaultCancelledRetention},
-		{&cfg.DiscardedRetention, DefaultDiscardedRetention},
+		{"JobTimeout", &cfg.JobTimeout, DefaultJobTimeout, minJobTimeout, maxJobTimeout},
+		{"CompletedRetention", &cfg.CompletedRetention, DefaultCompletedRetention, minRetention, maxRetention},
+		{"CancelledRetention", &cfg.CancelledRetention, DefaultCancelledRetention, minRetention, maxRetention},
+		{"DiscardedRetention", &cfg.DiscardedRetention, DefaultDiscardedRetention, minRetention, maxRetention},
 	} {
 		if *d.value == 0 {
 			*d.value = d.def
 		}
+		if *d.value > 0 && (*d.value < d.min || *d.value > d.max) {
+			return invalidf("Config.%s %s is outside its range %s..%s (or negative for none)", d.name, *d.value,
+				fmtDuration(d.min), fmtDuration(d.max))
+		}
 	}
 	if cfg.RetryPolicy == nil {
 		cfg.RetryPolicy = ExponentialBackoff{}
+	}
+	if len(cfg.Queues) > maxQueues {
+		return invalidf("Config.Queues has %d queues; the limit is %d", len(cfg.Queues), maxQueues)
 	}
 	queues := make(map[string]QueueConfig, len(cfg.Queues))
 	for name, q := range cfg.Queues {
 		if err := validateName("queue", name); err != nil {
 			return err
 		}
-		if q.MaxWorkers < 1 {
-			return invalidf("queue %q: MaxWorkers %d is under 1", name, q.MaxWorkers)
+		if q.MaxWorkers < 1 || q.MaxWorkers > maxQueueWorkers {
+			return invalidf("queue %q: MaxWorkers %d is outside its range 1..%d", name, q.MaxWorkers, maxQueueWorkers)
 		}
 		switch {
+		case q.Prefetch < -1 || q.Prefetch > maxPrefetch:
+			return invalidf("queue %q: Prefetch %d is outside its range -1..%d (-1 for none, 0 for the default)",
+				name, q.Prefetch, maxPrefetch)
 		case q.Prefetch == 0:
 			q.Prefetch = min(q.MaxWorkers/4, 100)
-		case q.Prefetch < 0:
+		case q.Prefetch == -1:
 			q.Prefetch = 0
 		}
 		queues[name] = q
 	}
 	cfg.Queues = queues
 	return nil
+}
+
+// fmtDuration writes d without the zero units that time.Duration's String adds
+// ("1h", not "1h0m0s").
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // ID is the client's instance id.

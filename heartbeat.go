@@ -8,9 +8,17 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
+// earlyRenewGap is the least time between the start of a renewal and an early
+// one asked for by a cancel notification. Anyone can send those notifications, so
+// a flood of them costs at most one renewal statement per gap; a genuine cancel
+// reaches its handler within a gap plus a round trip.
+const earlyRenewGap = 100 * time.Millisecond
+
 // heartbeat renews every lease the client holds in one statement per interval,
 // cancels handlers whose lease was lost or asked to cancel, and cancels handlers
-// whose local lease deadline passed while the database could not be reached.
+// whose local lease deadline passed while the database could not be reached. On
+// request (renewSoon) it renews early, so that an operator's cancel, which the
+// renewal reports, stops its handler promptly.
 //
 // The renewal runs in a goroutine of the heartbeat's own, so that a renewal that
 // hangs (the database is unreachable, a row is locked) never delays the deadline
@@ -20,26 +28,53 @@ func (rt *runtime) heartbeat(ctx context.Context) {
 	defer tick.Stop()
 	check := time.NewTicker(max(rt.cfg.HeartbeatInterval/4, time.Millisecond))
 	defer check.Stop()
+	early := time.NewTimer(time.Hour)
+	early.Stop()
+	defer early.Stop()
 	var (
-		renewing sync.WaitGroup
-		done     = make(chan struct{}, 1)
-		inFlight bool
+		renewing  sync.WaitGroup
+		done      = make(chan struct{}, 1)
+		inFlight  bool
+		lastStart time.Time
+		// wanted is set when an early renewal was asked for and no renewal has
+		// started since: one that was in flight may have read the job before
+		// the cancel committed.
+		wanted bool
 	)
 	defer renewing.Wait() // its context is ctx: it ends promptly after ctx does
+	start := func() {
+		inFlight, wanted, lastStart = true, false, time.Now()
+		renewing.Go(func() {
+			rt.renew(ctx)
+			done <- struct{}{}
+		})
+	}
+	startEarly := func() {
+		if !wanted || inFlight {
+			return
+		}
+		if wait := earlyRenewGap - time.Since(lastStart); wait > 0 {
+			early.Reset(wait)
+			return
+		}
+		start()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			if !inFlight {
-				inFlight = true
-				renewing.Go(func() {
-					rt.renew(ctx)
-					done <- struct{}{}
-				})
+				start()
 			}
+		case <-rt.renewRequest:
+			wanted = true
+			startEarly()
+		case <-early.C:
+			startEarly()
 		case <-done:
 			inFlight = false
+			startEarly()
 		case now := <-check.C:
 			rt.expireDeadlines(now)
 		}
@@ -63,6 +98,7 @@ func (rt *runtime) renew(ctx context.Context) {
 		return
 	}
 	sent := time.Now()
+	rt.stats.renewals.Add(1)
 	res, err := rt.exec.JobRenew(ctx, &weirdriver.JobRenewParams{
 		IDs: ids, LeaseTokens: tokens, LeaseDuration: rt.cfg.LeaseDuration,
 	})

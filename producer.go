@@ -42,6 +42,7 @@ type producer struct {
 	queue string
 	cfg   QueueConfig
 	wake  chan struct{} // capacity 1: a pending wake-up
+	hints chan struct{} // capacity 1: a pending insert notification
 
 	// workers counts the worker goroutines, at most MaxWorkers: one is started
 	// when a job starts and no worker is idle, and it lives until the producer
@@ -64,7 +65,8 @@ type producer struct {
 
 func newProducer(rt *runtime, queue string, cfg QueueConfig) *producer {
 	return &producer{
-		rt: rt, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), claiming: true,
+		rt: rt, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
+		claiming: true,
 	}
 }
 
@@ -104,7 +106,15 @@ func (p *producer) waitIdle(ctx context.Context) bool {
 	}
 }
 
-// poke asks the producer to look for work soon. It never blocks.
+// hintGap is how long after a claim that found nothing an insert notification
+// waits before it claims again. Any role may send those notifications; with the
+// gap a flood of them costs each queue at most one claim per gap, as the shortest
+// FetchPollInterval does, while a notification after a claim that found work, or
+// after a quiet spell, claims at once.
+const hintGap = 10 * time.Millisecond
+
+// poke asks the producer to look for work soon. It never blocks. The client's own
+// signals poke (a local insert, a freed slot, a reconnected listener).
 func (p *producer) poke() {
 	select {
 	case p.wake <- struct{}{}:
@@ -112,19 +122,43 @@ func (p *producer) poke() {
 	}
 }
 
+// hint is poke for an insert notification, which is throttled (hintGap).
+func (p *producer) hint() {
+	select {
+	case p.hints <- struct{}{}:
+	default:
+	}
+}
+
 // loop claims jobs until ctx ends (Stop's first step): when woken, when a handler
-// frees a slot, and every FetchPollInterval otherwise.
+// frees a slot, on an insert notification, and every FetchPollInterval otherwise.
 func (p *producer) loop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	var (
+		nextPoll  time.Time // when poll fires
+		lastClaim time.Time // when the last claim began
+		lastEmpty bool      // it found nothing (or failed, or had no room)
+	)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.wake:
+		case <-p.hints:
+			if at := lastClaim.Add(hintGap); lastEmpty && time.Now().Before(at) {
+				// Claim when the gap ends, unless the poll comes first.
+				if at.Before(nextPoll) {
+					poll.Reset(time.Until(at))
+					nextPoll = at
+				}
+				continue
+			}
 		case <-poll.C:
 		}
-		more, err := p.fill()
+		lastClaim = time.Now()
+		got, more, err := p.fill()
+		lastEmpty = got == 0
 		wait := p.rt.cfg.FetchPollInterval
 		switch {
 		case err != nil:
@@ -132,19 +166,20 @@ func (p *producer) loop(ctx context.Context) {
 		case more:
 			wait = 0 // the claim filled every free slot: there may be more at once
 		}
+		nextPoll = time.Now().Add(wait)
 		poll.Reset(wait)
 	}
 }
 
 // fill starts buffered jobs on free workers and claims as many jobs as there is
-// room for. It reports whether the claim took all it asked for.
-func (p *producer) fill() (more bool, err error) {
+// room for. It returns how many it claimed and whether that was all it asked for.
+func (p *producer) fill() (got int, more bool, err error) {
 	p.mu.Lock()
 	p.startBufferedLocked()
 	room := p.cfg.MaxWorkers + p.cfg.Prefetch - p.running - len(p.buffer)
 	p.mu.Unlock()
 	if room <= 0 {
-		return false, nil
+		return 0, false, nil
 	}
 
 	// A claim in flight is let finish when Stop begins (its jobs are then released),
@@ -162,10 +197,10 @@ func (p *producer) fill() (more bool, err error) {
 		if p.rt.hardCtx.Err() == nil {
 			p.rt.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)
 		}
-		return false, err
+		return 0, false, err
 	}
 	if len(rows) == 0 {
-		return false, nil
+		return 0, false, nil
 	}
 	deadline := sent.Add(p.rt.leaseBudget())
 	jobs := make([]*heldJob, len(rows))
@@ -181,11 +216,11 @@ func (p *producer) fill() (more bool, err error) {
 		// Stop began while the claim was in flight: give these back too.
 		p.mu.Unlock()
 		p.releaseBuffered()
-		return false, nil
+		return len(rows), false, nil
 	}
 	p.startBufferedLocked()
 	p.mu.Unlock()
-	return len(rows) == room, nil
+	return len(rows), len(rows) == room, nil
 }
 
 // startBufferedLocked starts buffered jobs while workers are free. p.mu is held.
@@ -262,7 +297,9 @@ func (p *producer) run(j *heldJob) {
 	start := time.Now()
 	err := invoke(ctx, j.work)
 	elapsed := time.Since(start)
-	fin := rt.finalization(j, entry, err, context.Cause(ctx), elapsed)
+	cause := context.Cause(ctx)
+	fin := rt.finalization(j, entry, err, cause, elapsed)
+	rt.logFailure(j, fin, cause)
 
 	// The outcome is tracked by the completer before the slot frees: Stop waits
 	// for idle handlers and then for the completer to drain, so a finalization

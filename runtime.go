@@ -17,9 +17,13 @@ import (
 	"github.com/weirq/weir/weirmigrate"
 )
 
-// ErrAlreadyStarted is returned by Start on a client that was started before: a
-// client runs once.
+// ErrAlreadyStarted is returned by Start on a client that is running.
 var ErrAlreadyStarted = errors.New("weir: client already started")
+
+// ErrStopped is returned by Start on a client that was stopped: a client runs
+// once, since handlers abandoned by its Stop may still be running with its
+// leases. Make a new client to start again.
+var ErrStopped = errors.New("weir: client was stopped and cannot be restarted; make a new client")
 
 // runtime is a started client's moving parts. Start builds it; Stop tears it down
 // in the order docs/contract.md gives.
@@ -29,13 +33,18 @@ type runtime struct {
 	exec     weirdriver.Executor
 	driver   weirdriver.Driver
 	logger   *slog.Logger
-	events   *eventBus
-	stats    *stats
+	// limited logs what others can repeat at will (failing jobs, notifications),
+	// at most logLinesPerSecond lines a second of each kind.
+	limited *logLimiter
+	events  *eventBus
+	stats   *stats
 
-	leases    *leaseTable
-	producers map[string]*producer
-	completer *completer
-	maint     *maintenance.Service
+	leases *leaseTable
+	// renewRequest (capacity 1) asks the heartbeat for an early renewal.
+	renewRequest chan struct{}
+	producers    map[string]*producer
+	completer    *completer
+	maint        *maintenance.Service
 
 	// baseCtx carries Start's values, never its cancellation, to handlers.
 	baseCtx context.Context
@@ -62,6 +71,7 @@ type runtime struct {
 // stats are the client's counters.
 type stats struct {
 	claims      atomic.Int64
+	renewals    atomic.Int64
 	staleWrites atomic.Int64
 	leasesLost  atomic.Int64
 	finalized   atomic.Int64
@@ -73,6 +83,9 @@ type stats struct {
 type Stats struct {
 	// Claims counts claim statements run, by all queues.
 	Claims int64
+	// Renewals counts renewal statements sent: one per heartbeat interval while
+	// the client holds leases, and early ones that operators' cancels ask for.
+	Renewals int64
 	// StaleWrites counts fenced writes that matched no row: the lease had been lost.
 	StaleWrites int64
 	// LeasesLost counts leases the client found lost, by renewal or local deadline.
@@ -100,6 +113,7 @@ func (c *Client) Stats() Stats {
 	c.mu.Unlock()
 	if rt != nil {
 		s.Claims = rt.stats.claims.Load()
+		s.Renewals = rt.stats.renewals.Load()
 		s.StaleWrites = rt.stats.staleWrites.Load()
 		s.LeasesLost = rt.stats.leasesLost.Load()
 		s.Finalized = rt.stats.finalized.Load()
@@ -130,6 +144,9 @@ func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {
+		if c.rt != nil && c.rt.isStopping() {
+			return ErrStopped
+		}
 		return ErrAlreadyStarted
 	}
 	if err := weirmigrate.New(c.driver).Check(ctx); err != nil {
@@ -140,8 +157,9 @@ func (c *Client) Start(ctx context.Context) error {
 	cfg := &c.config
 	rt := &runtime{
 		cfg: cfg, clientID: cfg.ID, exec: c.driver.Executor(), driver: c.driver,
-		logger: cfg.Logger, events: c.events, stats: &stats{}, leases: newLeaseTable(),
-		producers: map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
+		logger: cfg.Logger, limited: newLogLimiter(cfg.Logger, time.Now, logLinesPerSecond), events: c.events, stats: &stats{}, leases: newLeaseTable(),
+		renewRequest: make(chan struct{}, 1),
+		producers:    map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
 		baseCtx: context.WithoutCancel(ctx),
 	}
 	rt.claimCtx, rt.stopClaim = context.WithCancel(context.Background())
@@ -174,6 +192,7 @@ func (c *Client) Start(ctx context.Context) error {
 		rt.services.Wait()
 		<-rt.completerDone
 		rt.events.stop(ctx)
+		c.started = false // nothing runs: Start may be tried again
 		return fmt.Errorf("weir: start maintenance: %w", err)
 	}
 	for _, p := range rt.producers {
@@ -199,6 +218,13 @@ func (c *Client) Stop(ctx context.Context) error {
 // does. A second Stop, or Stop after StopAndCancel, waits for the first.
 func (c *Client) StopAndCancel(ctx context.Context) error {
 	return c.stop(ctx, true)
+}
+
+// isStopping reports whether a Stop began.
+func (rt *runtime) isStopping() bool {
+	rt.stopMu.Lock()
+	defer rt.stopMu.Unlock()
+	return rt.stopping
 }
 
 func (c *Client) stop(ctx context.Context, hard bool) error {
@@ -298,6 +324,7 @@ func (rt *runtime) shutdown(ctx context.Context, hard bool) error {
 		problems = append(problems, fmt.Sprintf("the outcomes of jobs %v were not written: their leases were lost "+
 			"or could not be renewed in time, so they may run again", ids))
 	}
+	rt.limited.flush()
 	if len(problems) > 0 {
 		return fmt.Errorf("weir: stop: %s", strings.Join(problems, "; "))
 	}
@@ -437,6 +464,36 @@ func (rt *runtime) finalization(j *heldJob, entry *workerEntry, err, cause error
 	return f
 }
 
+// logFailure logs a failed attempt at WARN and a discarded job at ERROR, with
+// the stack of a panic, rate-limited per kind. cause is why the handler's context
+// ended, if it did.
+func (rt *runtime) logFailure(j *heldJob, f *finalization, cause error) {
+	if errors.Is(cause, ErrJobCancelRequested) {
+		return // an operator cancelled it: the job ends cancelled, not failed
+	}
+	var (
+		level slog.Level
+		msg   string
+	)
+	switch f.params.Outcome {
+	case weirdriver.OutcomeRetry:
+		level, msg = slog.LevelWarn, "weir: job attempt failed"
+	case weirdriver.OutcomeDiscard:
+		level, msg = slog.LevelError, "weir: job discarded"
+	default:
+		return
+	}
+	attrs := []any{"kind", j.row.Kind, "job_id", j.row.ID, "attempt", j.row.Attempt,
+		"max_attempts", j.row.MaxAttempts, "error", f.err.Error()}
+	if f.params.Outcome == weirdriver.OutcomeRetry {
+		attrs = append(attrs, "retry_at", f.params.ScheduledAt)
+	}
+	if pe := (*PanicError)(nil); errors.As(f.err, &pe) {
+		attrs = append(attrs, "stack", pe.Stack)
+	}
+	rt.limited.log(level, msg, j.row.Kind, attrs...)
+}
+
 // listen wakes producers on insert notifications and cancels handlers on cancel
 // requests. It reconnects by itself, and wakes every producer after a reconnect,
 // since notifications may have been missed meanwhile.
@@ -481,11 +538,17 @@ func (rt *runtime) listen(ctx context.Context) {
 	}
 }
 
+// notify acts on a notification. Any role that can connect may send one, on any
+// channel, so a notification is only a hint to ask the database: an insert
+// notification wakes its queue's producer, whose claim reads the queue (and which
+// throttles wake-ups that find nothing); a cancel names a running job whose
+// cancel_requested_at the heartbeat then reads, with an early renewal, before it
+// cancels anything. Each costs O(1) here and coalesces with the ones before it.
 func (rt *runtime) notify(n *weirdriver.Notification) {
 	switch n.Channel {
 	case rt.driver.InsertChannel():
 		if p := rt.producers[n.Payload]; p != nil {
-			p.poke()
+			p.hint()
 		}
 	case rt.driver.ControlChannel():
 		if strings.HasPrefix(n.Payload, "pause ") {
@@ -494,13 +557,24 @@ func (rt *runtime) notify(n *weirdriver.Notification) {
 		idText, ok := strings.CutPrefix(n.Payload, "cancel ")
 		id, err := strconv.ParseInt(idText, 10, 64)
 		if !ok || err != nil {
-			rt.logger.Warn("weir: unknown control message", "payload", n.Payload)
+			rt.limited.log(slog.LevelWarn, "weir: unknown control message", "", "payload", truncate(n.Payload))
 			return
 		}
 		rt.leases.mu.Lock()
-		if j := rt.leases.jobs[id]; j != nil && j.state == heldRunning {
-			j.cancel(ErrJobCancelRequested)
-		}
+		j := rt.leases.jobs[id]
+		running := j != nil && j.state == heldRunning
 		rt.leases.mu.Unlock()
+		if running {
+			rt.renewSoon()
+		}
+	}
+}
+
+// renewSoon asks the heartbeat for an early renewal, which reports the running
+// jobs whose cancel was requested. It never blocks; requests coalesce.
+func (rt *runtime) renewSoon() {
+	select {
+	case rt.renewRequest <- struct{}{}:
+	default:
 	}
 }

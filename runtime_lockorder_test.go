@@ -35,7 +35,7 @@ func TestRenewAndFinalizeDoNotDeadlock(t *testing.T) {
 	c := b.start(t, &weir.Config{
 		Workers:           probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }),
 		Queues:            map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 200, Prefetch: 200}},
-		HeartbeatInterval: 5 * time.Millisecond,
+		HeartbeatInterval: 10 * time.Millisecond, // the least allowed
 		LeaseDuration:     30 * time.Second,
 		Logger:            slog.New(logs),
 	})
@@ -48,7 +48,8 @@ func TestRenewAndFinalizeDoNotDeadlock(t *testing.T) {
 	}
 }
 
-// logRecorder is a slog.Handler that keeps every record as a line of text.
+// logRecorder is a slog.Handler that keeps every record as a line of text:
+// "LEVEL message key=value ...".
 type logRecorder struct {
 	mu    sync.Mutex
 	lines []string
@@ -60,7 +61,7 @@ func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
 
 func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	var sb strings.Builder
-	sb.WriteString(r.Message)
+	sb.WriteString(r.Level.String() + " " + r.Message)
 	r.Attrs(func(a slog.Attr) bool {
 		fmt.Fprintf(&sb, " %s=%v", a.Key, a.Value)
 		return true

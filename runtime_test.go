@@ -348,3 +348,24 @@ func TestArgsDecodeFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestStartAfterStop checks that a stopped client says so when started again,
+// rather than claiming to be running, and that a running one says it is.
+func TestStartAfterStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	c := b.start(t, fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }), nil))
+	if err := c.Start(testCtx(t)); !errors.Is(err, weir.ErrAlreadyStarted) {
+		t.Fatalf("second Start while running: %v, want ErrAlreadyStarted", err)
+	}
+	if err := c.Stop(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Start(testCtx(t))
+	if !errors.Is(err, weir.ErrStopped) || errors.Is(err, weir.ErrAlreadyStarted) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+	if !strings.Contains(err.Error(), "stopped") || !strings.Contains(err.Error(), "new client") {
+		t.Fatalf("Start after Stop: %q does not say the client was stopped and what to do", err)
+	}
+}

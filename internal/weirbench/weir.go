@@ -33,8 +33,11 @@ func Weir(cfg WeirConfig) System {
 	if cfg.MaxWorkers <= 0 {
 		cfg.MaxWorkers = 1000
 	}
-	if cfg.Prefetch == 0 {
+	switch {
+	case cfg.Prefetch == 0:
 		cfg.Prefetch = 1000
+	case cfg.Prefetch < 0:
+		cfg.Prefetch = -1 // none, the only negative value weir accepts
 	}
 	return &weirSystem{cfg: cfg}
 }

@@ -164,15 +164,22 @@ func (b *eventBus) runHook(h Hook, ev *Event) {
 	h(ev)
 }
 
-// stop closes every subscription and lets the hooks' queue drain until ctx ends;
-// then events still queued are dropped, and a hook still running is left to
-// return by itself.
+// stop closes every subscription and stops the hooks (stopHooks): the client
+// stopped.
 func (b *eventBus) stop(ctx context.Context) {
 	b.mu.Lock()
 	for sub := range b.subs {
 		close(sub.ch)
 	}
 	clear(b.subs)
+	b.mu.Unlock()
+	b.stopHooks(ctx)
+}
+
+// stopHooks lets the hooks' queue drain until ctx ends; then events still queued
+// are dropped, and a hook still running is left to return by itself.
+func (b *eventBus) stopHooks(ctx context.Context) {
+	b.mu.Lock()
 	q, done := b.hookQ, b.hookDone
 	b.hookQ = nil
 	b.mu.Unlock()

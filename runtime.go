@@ -191,7 +191,7 @@ func (c *Client) Start(ctx context.Context) error {
 		rt.serviceCancel()
 		rt.services.Wait()
 		<-rt.completerDone
-		rt.events.stop(ctx)
+		rt.events.stopHooks(ctx) // subscriptions stay: Start may be tried again
 		c.started = false // nothing runs: Start may be tried again
 		return fmt.Errorf("weir: start maintenance: %w", err)
 	}

@@ -31,8 +31,12 @@ func textFiles(t *testing.T) []string {
 			return nil
 		}
 		switch filepath.Ext(path) {
-		case ".go", ".md", ".sql", ".sh", ".pml", ".yml", ".yaml", "":
+		case ".go", ".md", ".sql", ".sh", ".pml", ".yml", ".yaml":
 			files = append(files, path)
+		case "":
+			if name := d.Name(); name == "Makefile" || name == "run" {
+				files = append(files, path)
+			}
 		}
 		return nil
 	})

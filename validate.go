@@ -7,20 +7,16 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/weirq/weir/weirdriver"
 )
 
-// The range of times weir stores: years 1 to 9999, UTC. It is what RFC 3339 (and
-// so JSON, in which the PostgreSQL driver sends times) can write, it holds every
-// real schedule, and the schema's CHECK constraints hold the database to it
-// (PostgreSQL migration 005), so that reading a row never fails.
-var (
-	minTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxTime = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) // exclusive
-)
-
-// checkTime reports whether t is in the range weir stores.
+// checkTime refuses a time outside the years 1..9999 UTC: the range RFC 3339 (and
+// so JSON, in which the PostgreSQL driver sends times) can write, which holds
+// every real schedule, and to which the schema's CHECK constraints hold the
+// database (PostgreSQL migration 005), so that reading a row never fails.
 func checkTime(what string, t time.Time) error {
-	if t.Before(minTime) || !t.Before(maxTime) {
+	if !weirdriver.TimeInRange(t) {
 		return invalidf("%s %s is out of range: it must fall in the years 1..9999 UTC", what, formatTime(t))
 	}
 	return nil

@@ -207,3 +207,37 @@ func TestMigration005MovesTimesIntoRange(t *testing.T) {
 		t.Fatalf("up again: %v", err)
 	}
 }
+
+// farRetry retries after the years weir stores.
+type farRetry struct{}
+
+func (farRetry) NextRetry(*weir.JobRow) time.Time { return time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+// TestRetryPastYear9999 checks that a retry policy's time past the year 9999 is
+// written as the last moment of that year, rather than failing the outcome write
+// (and with it every outcome of its batch).
+func TestRetryPastYear9999(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	workers := probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		return errors.New("again")
+	})
+	cfg := fastConfig(workers, nil)
+	cfg.RetryPolicy = farRetry{}
+	c := b.start(t, cfg)
+	events, stop := c.Subscribe(weir.EventJobFailed)
+	defer stop()
+	res, err := c.Insert(testCtx(t), probeArgs{Name: "far"}, &weir.InsertOpts{MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-events:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("job %d never failed: its outcome was not written", res.Job.ID)
+	}
+	j := b.job(t, res.Job.ID)
+	if want := time.Date(9999, 12, 31, 23, 59, 59, 999_999_000, time.UTC); j.State != weir.JobStateRetryable || !j.ScheduledAt.Equal(want) {
+		t.Fatalf("job %s at %s, want retryable at %s", j.State, j.ScheduledAt, want)
+	}
+}

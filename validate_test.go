@@ -211,7 +211,9 @@ func TestMigration005MovesTimesIntoRange(t *testing.T) {
 // farRetry retries after the years weir stores.
 type farRetry struct{}
 
-func (farRetry) NextRetry(*weir.JobRow) time.Time { return time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC) }
+func (farRetry) NextRetry(*weir.JobRow) time.Time {
+	return time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)
+}
 
 // TestRetryPastYear9999 checks that a retry policy's time past the year 9999 is
 // written as the last moment of that year, rather than failing the outcome write

@@ -70,7 +70,9 @@ func TestHandlerErrorNotStorable(t *testing.T) {
 // farRetry retries after the years weir stores.
 type farRetry struct{}
 
-func (farRetry) NextRetry(*weir.JobRow) time.Time { return time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC) }
+func (farRetry) NextRetry(*weir.JobRow) time.Time {
+	return time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)
+}
 
 // TestRetryPastYear9999 checks that a retry policy's time past the year 9999 is
 // stored as the last moment of that year, as on PostgreSQL, rather than

@@ -41,8 +41,9 @@ type jsonChecker struct {
 type jsonFrame struct {
 	object    bool
 	expectKey bool
-	keys      [][]byte            // the keys seen, unescaped
-	set       map[string]struct{} // the keys, once there are many
+	keys      [][]byte            // the keys seen, unescaped, while there are few
+	many      bool                // set once there are many: the keys are in set
+	set       map[string]struct{} // kept from object to object
 }
 
 // manyKeys is the number of keys from which an object's keys go into a map
@@ -63,7 +64,7 @@ func (c *jsonChecker) check(b []byte, replaced bool) error {
 				c.frames = append(c.frames, jsonFrame{})
 			}
 			f := &c.frames[len(c.frames)-1]
-			f.object, f.expectKey, f.keys, f.set = b[i] == '{', b[i] == '{', f.keys[:0], nil
+			f.object, f.expectKey, f.keys, f.many = b[i] == '{', b[i] == '{', f.keys[:0], false
 		case '}', ']':
 			if len(c.frames) > 0 {
 				c.frames = c.frames[:len(c.frames)-1]
@@ -99,7 +100,7 @@ func (f *jsonFrame) addKey(raw []byte, escaped bool) error {
 		}
 		key = []byte(s)
 	}
-	if f.set != nil {
+	if f.many {
 		if _, dup := f.set[string(key)]; dup {
 			return fmt.Errorf("the key %q twice in one object", truncate(string(key)))
 		}
@@ -113,7 +114,11 @@ func (f *jsonFrame) addKey(raw []byte, escaped bool) error {
 	}
 	f.keys = append(f.keys, key)
 	if len(f.keys) >= manyKeys {
-		f.set = make(map[string]struct{}, 2*manyKeys)
+		f.many = true
+		if f.set == nil {
+			f.set = make(map[string]struct{}, 2*manyKeys)
+		}
+		clear(f.set)
 		for _, k := range f.keys {
 			f.set[string(k)] = struct{}{}
 		}

@@ -368,8 +368,9 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Executor, params []
 	now := time.Now()
 	all := make([]*weirdriver.JobInsertParams, len(params))
 	var unique, bulk []int // indexes into all
+	var check jsonChecker
 	for i, p := range params {
-		ip, err := c.insertParams(p.Args, p.InsertOpts, now)
+		ip, err := c.insertParams(p.Args, p.InsertOpts, now, &check)
 		if err != nil {
 			if len(params) > 1 {
 				return nil, invalidf("job %d of %d: %s", i+1, len(params), strings.TrimPrefix(err.Error(), invalidPrefix))

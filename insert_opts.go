@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -124,9 +125,15 @@ func invalidf(format string, args ...any) error {
 
 // insertParams validates args and opts and returns what the driver writes. now is
 // the client's clock, used only to place a unique job in its period.
-func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*weirdriver.JobInsertParams, error) {
+// check reads the args' and metadata's JSON once more for what the stores cannot
+// keep alike; one checker serves a whole batch.
+func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time, check *jsonChecker) (*weirdriver.JobInsertParams, error) {
 	if args == nil {
 		return nil, invalidf("args are nil")
+	}
+	if v := reflect.ValueOf(args); v.Kind() == reflect.Pointer && v.IsNil() {
+		// Kind and MarshalJSON would dereference it.
+		return nil, invalidf("args are a nil %T", args)
 	}
 	kind := args.Kind()
 	if err := validateName("kind", kind); err != nil {
@@ -142,6 +149,13 @@ func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*w
 	if !isJSONObject(encoded) {
 		return nil, invalidf("args of kind %q must encode to a JSON object, got %s", kind, truncate(string(encoded)))
 	}
+	// encoding/json writes invalid UTF-8 in a Go string as \ufffd; JSON from the
+	// caller's own MarshalJSON (RawArgs) is kept as written, where \ufffd is a
+	// replacement character meant as such.
+	_, ownJSON := args.(json.Marshaler)
+	if err := check.check(encoded, !ownJSON); err != nil {
+		return nil, invalidf("args of kind %q have %v", kind, err)
+	}
 
 	merged := mergeOpts(args, opts)
 	p := &weirdriver.JobInsertParams{
@@ -150,6 +164,11 @@ func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*w
 	}
 	if p.Queue == "" {
 		p.Queue = DefaultQueue
+	}
+	if !p.ScheduledAt.IsZero() {
+		if err := checkTime("scheduled time", p.ScheduledAt); err != nil {
+			return nil, err
+		}
 	}
 	if err := validateName("queue", p.Queue); err != nil {
 		return nil, err
@@ -184,6 +203,9 @@ func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time) (*w
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, merged.Metadata); err != nil {
 			return nil, invalidf("metadata is not valid JSON: %v", err)
+		}
+		if err := check.check(compact.Bytes(), false); err != nil {
+			return nil, invalidf("metadata has %v", err)
 		}
 		p.Metadata = compact.Bytes()
 	}

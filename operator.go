@@ -86,6 +86,16 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 			return nil, err
 		}
 	}
+	for _, bound := range []struct {
+		what string
+		at   time.Time
+	}{{"created-after", p.CreatedAfter}, {"created-before", p.CreatedBefore}} {
+		if !bound.at.IsZero() {
+			if err := checkTime(bound.what, bound.at); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
 		return nil, invalidf("created-after %s is not before created-before %s",
 			p.CreatedAfter.Format(time.RFC3339Nano), p.CreatedBefore.Format(time.RFC3339Nano))

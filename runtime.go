@@ -431,10 +431,10 @@ func (rt *runtime) finalization(j *heldJob, entry *workerEntry, err, cause error
 		return f
 	}
 	attemptErr := func() *AttemptError {
-		ae := &AttemptError{Attempt: j.row.Attempt, At: time.Now().UTC(), Error: err.Error()}
+		ae := &AttemptError{Attempt: j.row.Attempt, At: time.Now().UTC(), Error: storableText(err.Error())}
 		var pe *PanicError
 		if errors.As(err, &pe) {
-			ae.Trace = pe.Stack
+			ae.Trace = storableText(pe.Stack)
 		}
 		return ae
 	}

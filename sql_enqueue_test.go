@@ -119,6 +119,14 @@ func TestSQLEnqueueBadInput(t *testing.T) {
 		{`weir_enqueue('k', unique_period => interval '10 milliseconds')`, "under one second"},
 		{`weir_enqueue('k', unique_states => ARRAY['available', 'bogus'])`, `"bogus" is not a job state`},
 		{`weir_enqueue('k', unique_states => ARRAY['scheduled', 'available', 'retryable'])`, `must include "running"`},
+		{`weir_enqueue('k', scheduled_at => 'infinity')`, "scheduled time infinity is out of range: it must fall in the years 1..9999 UTC"},
+		{`weir_enqueue('k', scheduled_at => '-infinity')`, "scheduled time -infinity is out of range"},
+		{`weir_enqueue('k', scheduled_at => '10000-01-01 00:00:00+00')`, "is out of range"},
+		{`weir_enqueue('k', scheduled_at => '0001-12-31 23:59:59.999999+00 BC')`, "is out of range"},
+		{`weir_enqueue('k', metadata => jsonb_build_object('m', repeat('x', 1048576)))`, "metadata is 1048585 bytes; the limit is 1048576"},
+		{`weir_enqueue('k', metadata => '{"m": "` + strings.Repeat("x", 100) + `"}', max_args_bytes => 50)`, "metadata is 109 bytes; the limit is 50"},
+		{`weir_enqueue('k', max_args_bytes => NULL)`, "max_args_bytes NULL is not a positive number of bytes"},
+		{`weir_enqueue('k', max_args_bytes => 0)`, "max_args_bytes 0 is not a positive number of bytes"},
 	} {
 		_, err := conn.Exec(ctx, "SELECT * FROM "+b.schema+"."+tt.call)
 		var pgErr *pgconn.PgError

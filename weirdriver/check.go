@@ -55,3 +55,29 @@ func CheckFinalize(params []*JobFinalizeParams) error {
 	}
 	return nil
 }
+
+// The range of times weir stores: years 1 to 9999, UTC, which RFC 3339 (and so
+// JSON) can write. PostgreSQL's schema holds every time column to it.
+var (
+	minTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) // exclusive
+)
+
+// TimeInRange reports whether t falls in the years 1..9999 UTC.
+func TimeInRange(t time.Time) bool {
+	return !t.Before(minTime) && t.Before(maxTime)
+}
+
+// ClampTime moves t to the nearest end of the years 1..9999 UTC when it falls
+// outside them. The runtime's own times (a retry policy's) are clamped rather
+// than refused: a refused outcome would fail the write of every outcome in its
+// batch.
+func ClampTime(t time.Time) time.Time {
+	switch {
+	case t.Before(minTime):
+		return minTime
+	case !t.Before(maxTime):
+		return maxTime.Add(-time.Microsecond)
+	}
+	return t
+}

@@ -53,7 +53,7 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 	for i, p := range params {
 		ids[i], tokens[i], outcomes[i] = p.ID, p.LeaseToken, string(p.Outcome)
 		if !p.ScheduledAt.IsZero() {
-			scheduled[i] = pgtype.Timestamptz{Time: p.ScheduledAt, Valid: true}
+			scheduled[i] = pgtype.Timestamptz{Time: weirdriver.ClampTime(p.ScheduledAt), Valid: true}
 		}
 		if ae := p.Error; ae != nil {
 			errMessage[i] = pgtype.Text{String: ae.Error, Valid: true}

@@ -66,7 +66,7 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		for i, p := range params {
 			due := w.now
 			if !p.ScheduledAt.IsZero() {
-				due = p.ScheduledAt.UnixMicro()
+				due = weirdriver.ClampTime(p.ScheduledAt).UnixMicro()
 			}
 			var errAttempt, errAt, errMessage, errTrace any
 			if ae := p.Error; ae != nil {

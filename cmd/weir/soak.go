@@ -237,10 +237,10 @@ func (f *soakFlags) check(e *env, fs *flag.FlagSet) error {
 			return usagef("soak: no database URL: pass --database-url, set %s, or pass --start-postgres", envDatabaseURL)
 		}
 		if _, ok := sqlitePath(f.url); ok {
-			return usagef("soak: weir soak runs on PostgreSQL only, and %s names a SQLite database", redact(f.url, "", ""))
+			return usagef("soak: weir soak runs on PostgreSQL only, and the database URL names a SQLite database")
 		}
-		if _, err := pgxpool.ParseConfig(f.url); err != nil {
-			return usagef("database URL does not parse: %s", redact(parseReason(err), f.url, ""))
+		if _, err := postgresConfig(f.url); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -475,22 +475,19 @@ func (s *soakRun) logf(format string, args ...any) {
 
 // open connects the orchestrator's pool and its insert-only client.
 func (s *soakRun) open(ctx context.Context) error {
-	cfg, err := pgxpool.ParseConfig(s.url)
+	cfg, err := postgresConfig(s.url)
 	if err != nil {
-		return usagef("database URL does not parse: %s", redact(parseReason(err), s.url, ""))
+		return err
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "weir-soak:" + s.f.schema
 	cfg.MaxConns = 6
-	password := cfg.ConnConfig.Password
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("cannot open the database: %s", redact(err.Error(), s.url, password))
+		return fmt.Errorf("cannot open the database: %s", redact(err.Error(), s.url, cfg.ConnConfig.Password))
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
+	if err := pingPostgres(ctx, pool, cfg, s.url); err != nil {
 		pool.Close()
-		return fmt.Errorf("cannot reach the database: %s", redact(err.Error(), s.url, password))
+		return err
 	}
 	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: s.f.schema})
 	if err != nil {

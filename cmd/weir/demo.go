@@ -278,7 +278,7 @@ func countsLine(counts map[weir.JobState]int) string {
 	var parts []string
 	for _, s := range weirtype.JobStates() {
 		if counts[s] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
+			parts = append(parts, fmt.Sprintf("%s %d", termSafe(string(s)), counts[s]))
 		}
 	}
 	return strings.Join(parts, "  ")
@@ -310,7 +310,7 @@ func printDemoSummary(w io.Writer, jobs []*demoJob, states map[int64]weir.JobSta
 		if name == "" {
 			name = "(missing)"
 		}
-		fmt.Fprintf(w, "%-10s %5d %8d\n", name, got[s], want[s])
+		fmt.Fprintf(w, "%-10s %5d %8d\n", termSafe(name), got[s], want[s])
 	}
 }
 
@@ -319,7 +319,7 @@ func demoFailed(jobs []*demoJob, states map[int64]weir.JobState) []string {
 	var bad []string
 	for _, j := range jobs {
 		if states[j.id] != j.want {
-			bad = append(bad, fmt.Sprintf("job %d (%s) is %s, want %s", j.id, j.name, states[j.id], j.want))
+			bad = append(bad, fmt.Sprintf("job %d (%s) is %s, want %s", j.id, j.name, termSafe(string(states[j.id])), j.want))
 		}
 	}
 	return bad
@@ -327,9 +327,9 @@ func demoFailed(jobs []*demoJob, states map[int64]weir.JobState) []string {
 
 func describeStore(store, schema string) string {
 	if path, ok := sqlitePath(store); ok {
-		return "SQLite file " + path
+		return "SQLite file " + termSafe(path)
 	}
-	return "PostgreSQL schema " + schema
+	return "PostgreSQL schema " + termSafe(schema)
 }
 
 // isTerminal reports whether w is a terminal, to draw progress in place.

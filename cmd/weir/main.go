@@ -108,7 +108,8 @@ func report(w io.Writer, err error) int {
 	case errors.Is(err, errAlreadyReported):
 		return exitFailure
 	}
-	fmt.Fprintf(w, "weir: %s\n", oneLine(err.Error()))
+	// An error may quote the server or stored data: escaped like any output.
+	fmt.Fprintf(w, "weir: %s\n", termSafe(oneLine(err.Error())))
 	var u *usageError
 	if errors.As(err, &u) {
 		return exitUsage

@@ -108,12 +108,12 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 		if err := client.QueuePause(ctx, name); err != nil {
 			return o.db.clientErr(fs, err)
 		}
-		_, err = fmt.Fprintf(e.stdout, "queue %s paused\n", name)
+		_, err = fmt.Fprintf(e.stdout, "queue %s paused\n", termSafe(name))
 	case "resume":
 		if err := client.QueueResume(ctx, name); err != nil {
 			return o.db.clientErr(fs, err)
 		}
-		_, err = fmt.Fprintf(e.stdout, "queue %s resumed\n", name)
+		_, err = fmt.Fprintf(e.stdout, "queue %s resumed\n", termSafe(name))
 	}
 	return err
 }
@@ -156,7 +156,7 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		if q.Paused {
 			paused = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s", q.Name, paused)
+		fmt.Fprintf(tw, "%s\t%s", termSafe(q.Name), paused)
 		for _, s := range states {
 			fmt.Fprintf(tw, "\t%d", q.Counts[s])
 		}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-
 	"github.com/weirq/weir/weirbench"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )

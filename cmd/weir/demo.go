@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirtype"
 )
@@ -58,7 +59,7 @@ type demoFlags struct {
 
 func (f *demoFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "database-url", "", "database `URL` (default: an embedded SQLite file in your cache directory)")
-	fs.StringVar(&f.schema, "schema", "weir_demo", "PostgreSQL schema `NAME` for the demo's tables")
+	fs.StringVar(&f.schema, "schema", "weir_demo", "PostgreSQL schema `NAME` for the demo's tables (not with SQLite)")
 }
 
 // demoArgs are the demo's jobs. Name says what the job does.
@@ -84,6 +85,14 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	f.register(fs)
 	if err := parseFlags(e, fs, args, demoUsage); err != nil {
 		return err
+	}
+	if err := weirpgx.ValidateSchema(f.schema); err != nil {
+		return usagef("demo: bad --schema: %s", strings.TrimPrefix(err.Error(), "weirpgx: "))
+	}
+	if _, ok := sqlitePath(f.url); isSet(fs, "schema") && (f.url == "" || ok) {
+		// A SQLite file has no schemas: --schema would be ignored, and the
+		// demo would not run where the command line says.
+		return usagef("demo: --schema is for PostgreSQL; the demo's SQLite file has no schemas")
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -138,6 +139,9 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 		// Every id is checked before any job is touched.
 		for _, arg := range positional {
 			id, err := strconv.ParseInt(arg, 10, 64)
+			if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(arg, "-") {
+				return usagef("%s: job id %s is out of range: ids go up to %d", cmdName(fs), arg, int64(math.MaxInt64))
+			}
 			if err != nil || id < 1 {
 				return usagef("%s: job id %q is not a positive integer", cmdName(fs), arg)
 			}

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/weirq/weir/internal/weirbench"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
@@ -100,8 +98,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if _, ok := sqlitePath(o.url); ok {
 		return usagef("%s: --database-url names a SQLite database; bench runs on PostgreSQL only", name)
 	}
-	if _, err := pgxpool.ParseConfig(o.url); err != nil {
-		return usagef("database URL does not parse: %s", redact(parseReason(err), o.url, ""))
+	if _, err := postgresConfig(o.url); err != nil {
+		return err
 	}
 	if err := weirpgx.ValidateSchema(o.schema); err != nil {
 		return usagef("%s: bad --schema: %s", name, strings.TrimPrefix(err.Error(), "weirpgx: "))

@@ -101,7 +101,7 @@ func backends() []*backend {
 			},
 			badURL:  "postgres://%zz",
 			deadURL: func(*testDB) string { return deadURL },
-			deadMsg: "weir: cannot reach the database: ",
+			deadMsg: "weir: cannot reach the database at 127.0.0.1:1: ",
 		},
 		{
 			name:       "sqlite",

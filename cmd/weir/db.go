@@ -6,12 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,8 +28,12 @@ import (
 // --database-url is not given.
 const envDatabaseURL = "WEIR_DATABASE_URL"
 
-// pingTimeout bounds the first contact with the database.
-const pingTimeout = 10 * time.Second
+// defaultConnectTimeout bounds a connection attempt to PostgreSQL when the
+// connection string sets no connect_timeout.
+const defaultConnectTimeout = 10 * time.Second
+
+// pingSlack bounds the first query on a connection that was made.
+const pingSlack = 10 * time.Second
 
 // dbFlags are the flags of every command that uses the database.
 type dbFlags struct {
@@ -94,16 +101,32 @@ func migrationsFor(rawURL string) []weirdriver.Migration {
 }
 
 // sqlitePath reports whether rawURL names a SQLite database, and its path: a
-// "sqlite:" URL (sqlite:relative/path.db, sqlite:///absolute/path.db) or a plain
-// path ending in ".db".
+// "sqlite:" URL (sqlite:relative/path.db, sqlite:///absolute/path.db), or a
+// plain path that no connection string can be taken for (see plainDBPath).
+// Anything else goes to PostgreSQL.
 func sqlitePath(rawURL string) (string, bool) {
 	if rest, ok := strings.CutPrefix(rawURL, "sqlite:"); ok {
 		return strings.TrimPrefix(rest, "//"), true
 	}
-	if strings.HasSuffix(rawURL, ".db") && !strings.Contains(rawURL, "://") {
+	if plainDBPath(rawURL) {
 		return rawURL, true
 	}
 	return "", false
+}
+
+// plainDBPath reports whether s is a plain path to a SQLite file: it ends in
+// ".db" and holds nothing a PostgreSQL connection string is made of. A libpq
+// key/value string always holds "=" ("host=db1 password=... dbname=reports.db"),
+// a URL "://" or "@" (and it starts with postgres: or postgresql:), so none of
+// them is ever taken for a file, created, or echoed as a path.
+func plainDBPath(s string) bool {
+	if !strings.HasSuffix(s, ".db") || strings.Contains(s, "://") ||
+		strings.HasPrefix(s, "postgres:") || strings.HasPrefix(s, "postgresql:") {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool {
+		return r == '=' || r == '@' || unicode.IsSpace(r) || unicode.IsControl(r)
+	})
 }
 
 // openSQLite opens the SQLite database at path, creating the file only when create
@@ -135,30 +158,118 @@ func openSQLite(path string, create bool) (weirdriver.Driver, func(), error) {
 // openPostgres opens a pool on rawURL, puts weirpgx on it and checks that the
 // server answers.
 func openPostgres(ctx context.Context, rawURL, schema string) (weirdriver.Driver, func(), error) {
-	cfg, err := pgxpool.ParseConfig(rawURL)
+	cfg, err := postgresConfig(rawURL)
 	if err != nil {
-		return nil, nil, usagef("database URL does not parse: %s", redact(parseReason(err), rawURL, ""))
+		return nil, nil, err
 	}
-	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = "weir"
-	}
-	password := cfg.ConnConfig.Password
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot open the database: %s", redact(err.Error(), rawURL, password))
+		return nil, nil, fmt.Errorf("cannot open the database: %s", redact(err.Error(), rawURL, cfg.ConnConfig.Password))
 	}
 	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
+	if err := pingPostgres(ctx, pool, cfg, rawURL); err != nil {
 		pool.Close()
-		return nil, nil, fmt.Errorf("cannot reach the database: %s", redact(err.Error(), rawURL, password))
+		return nil, nil, err
 	}
 	return driver, pool.Close, nil
+}
+
+// postgresConfig parses rawURL into a pool configuration. Each connection
+// attempt is bounded by the string's connect_timeout, or by
+// defaultConnectTimeout when it sets none (or 0, which libpq takes for no
+// bound: a command line tool should not hang for ever). Its errors never
+// contain the string.
+func postgresConfig(rawURL string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, usagef("database URL does not parse: %s", redact(parseReason(err), rawURL, ""))
+	}
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "weir"
+	}
+	return cfg, nil
+}
+
+// pingPostgres checks that the server of pool answers. The connection
+// attempts are bounded by the configuration's connect timeout, each host in
+// turn; the deadline here only bounds the rest (a server that lets weir in
+// and then says nothing), so that the connection's own error, which names
+// the host, is the one reported.
+func pingPostgres(ctx context.Context, pool *pgxpool.Pool, cfg *pgxpool.Config, rawURL string) error {
+	hosts := postgresHosts(cfg)
+	budget := pingBudget(cfg)
+	pingCtx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	err := pool.Ping(pingCtx)
+	if err == nil {
+		return nil
+	}
+	at := strings.Join(hosts, ", ")
+	var pgErr *pgconn.PgError
+	var reason string
+	switch {
+	case errors.As(err, &pgErr):
+		// The server answered and refused: with sslmode=prefer pgx tries TLS
+		// first, and what the server said matters more than how that attempt
+		// failed (say, a server without TLS).
+		return fmt.Errorf("the database at %s refused the connection: %s",
+			at, redact(pgErr.Error(), rawURL, cfg.ConnConfig.Password))
+	case ctx.Err() != nil:
+		reason = err.Error()
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		var ce *pgconn.ConnectError
+		if errors.As(err, &ce) {
+			reason = fmt.Sprintf("no answer within %s (connect_timeout)", cfg.ConnConfig.ConnectTimeout)
+		} else {
+			reason = fmt.Sprintf("no answer within %s", budget)
+		}
+	default:
+		reason = err.Error()
+	}
+	return fmt.Errorf("cannot reach the database at %s: %s", at, redact(reason, rawURL, cfg.ConnConfig.Password))
+}
+
+// pingBudget is the deadline of the first contact with the server: time for
+// every connection attempt, each bounded by the connect timeout (a host name
+// may resolve to two addresses, IPv4 and IPv6, each tried in turn), and for
+// the first query.
+func pingBudget(cfg *pgxpool.Config) time.Duration {
+	attempts := 2 * len(postgresHosts(cfg))
+	return cfg.ConnConfig.ConnectTimeout*time.Duration(attempts) + pingSlack
+}
+
+// isTimeout reports whether err is a network time-out.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// postgresHosts lists the hosts cfg tries, as host:port (or a socket
+// directory), without repeats: a URL never shows a password here.
+func postgresHosts(cfg *pgxpool.Config) []string {
+	c := cfg.ConnConfig
+	var hosts []string
+	add := func(host string, port uint16) {
+		h := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		if strings.HasPrefix(host, "/") {
+			h = host
+		}
+		if !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	add(c.Host, c.Port)
+	for _, fb := range c.Fallbacks {
+		add(fb.Host, fb.Port)
+	}
+	return hosts
 }
 
 // parseReason says why pgx could not parse a connection string, leaving out the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirtype"
 )
@@ -58,7 +59,7 @@ type demoFlags struct {
 
 func (f *demoFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "database-url", "", "database `URL` (default: an embedded SQLite file in your cache directory)")
-	fs.StringVar(&f.schema, "schema", "weir_demo", "PostgreSQL schema `NAME` for the demo's tables")
+	fs.StringVar(&f.schema, "schema", "weir_demo", "PostgreSQL schema `NAME` for the demo's tables (not with SQLite)")
 }
 
 // demoArgs are the demo's jobs. Name says what the job does.
@@ -84,6 +85,14 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	f.register(fs)
 	if err := parseFlags(e, fs, args, demoUsage); err != nil {
 		return err
+	}
+	if err := weirpgx.ValidateSchema(f.schema); err != nil {
+		return usagef("demo: bad --schema: %s", strings.TrimPrefix(err.Error(), "weirpgx: "))
+	}
+	if _, ok := sqlitePath(f.url); isSet(fs, "schema") && (f.url == "" || ok) {
+		// A SQLite file has no schemas: --schema would be ignored, and the
+		// demo would not run where the command line says.
+		return usagef("demo: --schema is for PostgreSQL; the demo's SQLite file has no schemas")
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -278,7 +287,7 @@ func countsLine(counts map[weir.JobState]int) string {
 	var parts []string
 	for _, s := range weirtype.JobStates() {
 		if counts[s] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
+			parts = append(parts, fmt.Sprintf("%s %d", termSafe(string(s)), counts[s]))
 		}
 	}
 	return strings.Join(parts, "  ")
@@ -310,7 +319,7 @@ func printDemoSummary(w io.Writer, jobs []*demoJob, states map[int64]weir.JobSta
 		if name == "" {
 			name = "(missing)"
 		}
-		fmt.Fprintf(w, "%-10s %5d %8d\n", name, got[s], want[s])
+		fmt.Fprintf(w, "%-10s %5d %8d\n", termSafe(name), got[s], want[s])
 	}
 }
 
@@ -319,7 +328,7 @@ func demoFailed(jobs []*demoJob, states map[int64]weir.JobState) []string {
 	var bad []string
 	for _, j := range jobs {
 		if states[j.id] != j.want {
-			bad = append(bad, fmt.Sprintf("job %d (%s) is %s, want %s", j.id, j.name, states[j.id], j.want))
+			bad = append(bad, fmt.Sprintf("job %d (%s) is %s, want %s", j.id, j.name, termSafe(string(states[j.id])), j.want))
 		}
 	}
 	return bad
@@ -327,9 +336,9 @@ func demoFailed(jobs []*demoJob, states map[int64]weir.JobState) []string {
 
 func describeStore(store, schema string) string {
 	if path, ok := sqlitePath(store); ok {
-		return "SQLite file " + path
+		return "SQLite file " + termSafe(path)
 	}
-	return "PostgreSQL schema " + schema
+	return "PostgreSQL schema " + termSafe(schema)
 }
 
 // isTerminal reports whether w is a terminal, to draw progress in place.

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weirq/weir"
@@ -60,11 +64,11 @@ func enqueueFlags() (*flag.FlagSet, *enqueueOpts) {
 	fs := newFlagSet("weir enqueue")
 	o.db.register(fs)
 	fs.StringVar(&o.kind, "kind", "", "the job's `KIND` (required)")
-	fs.StringVar(&o.args, "args", "{}", "the job's arguments, a `JSON` object")
+	fs.StringVar(&o.args, "args", "{}", "the job's arguments, a `JSON` object; @FILE reads it from FILE, - from standard input")
 	fs.StringVar(&o.queue, "queue", "", "the `NAME` of the queue that runs the job (default \""+weir.DefaultQueue+"\")")
 	fs.IntVar(&o.priority, "priority", 0, "priority `N`, from 1 (first) to 4 (last) (default 2)")
 	fs.StringVar(&o.runAt, "run-at", "", "when the job becomes due, an RFC 3339 `TIME` such as 2030-01-02T15:04:05Z")
-	fs.DurationVar(&o.in, "in", 0, "make the job due after `DURATION`, such as 90s or 2h")
+	fs.Var((*durationValue)(&o.in), "in", "make the job due after `DURATION`, such as 90s or 2h")
 	fs.IntVar(&o.maxAttempts, "max-attempts", 0, "give the job `N` attempts before it is discarded (default 25)")
 	fs.StringVar(&o.tags, "tags", "", "comma-separated `TAGS` for operators")
 	fs.IntVar(&o.count, "count", 1, "insert `N` copies of the job, at most 100000")
@@ -77,6 +81,9 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if err := o.db.resolve(e, fs); err != nil {
+		return err
+	}
+	if err := o.readArgs(e, fs); err != nil {
 		return err
 	}
 	jobArgs, opts, err := o.job(fs, time.Now())
@@ -160,6 +167,66 @@ func (o *enqueueOpts) job(fs *flag.FlagSet, now time.Time) (weir.RawArgs, *weir.
 		opts.Tags = tags
 	}
 	return weir.RawArgs{KindName: o.kind, JSON: compact.Bytes()}, opts, nil
+}
+
+// maxArgsInput bounds what --args @FILE and --args - read: the client's
+// default limit on a job's args, with room for white space that
+// compaction removes.
+const maxArgsInput = 4 * weir.DefaultMaxArgsBytes
+
+// readArgs replaces --args @FILE with FILE's content and --args - with the
+// standard input's, for args longer than a command line holds. A JSON object
+// never starts with @ or is -, so neither form is ambiguous.
+func (o *enqueueOpts) readArgs(e *env, fs *flag.FlagSet) error {
+	name := cmdName(fs)
+	var (
+		r    io.Reader
+		from string
+	)
+	switch {
+	case o.args == "-":
+		r, from = e.stdin, "the standard input"
+	case strings.HasPrefix(o.args, "@"):
+		path := o.args[1:]
+		if path == "" {
+			return usagef("%s: --args @ needs a file name, as in --args @args.json", name)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return usagef("%s: --args: %v", name, err)
+		}
+		defer f.Close()
+		r, from = f, path
+	default:
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxArgsInput+1))
+	if err != nil {
+		return usagef("%s: --args: read %s: %v", name, termSafe(from), err)
+	}
+	if len(b) > maxArgsInput {
+		return usagef("%s: --args: %s holds more than %d bytes", name, termSafe(from), maxArgsInput)
+	}
+	o.args = string(b)
+	return nil
+}
+
+// durationValue is --in: a time.Duration whose errors say what a duration
+// looks like, and that a bare number needs a unit.
+type durationValue time.Duration
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+func (d *durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err == nil {
+		*d = durationValue(v)
+		return nil
+	}
+	if _, numErr := strconv.ParseFloat(s, 64); numErr == nil && s != "0" {
+		return fmt.Errorf("a duration needs a unit: %ss, %sm or %sh", s, s, s)
+	}
+	return errors.New("not a duration such as 90s, 15m or 2h30m")
 }
 
 // jsonKind names the type of a valid JSON value for messages.

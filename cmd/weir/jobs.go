@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -138,6 +139,9 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 		// Every id is checked before any job is touched.
 		for _, arg := range positional {
 			id, err := strconv.ParseInt(arg, 10, 64)
+			if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(arg, "-") {
+				return usagef("%s: job id %s is out of range: ids go up to %d", cmdName(fs), arg, int64(math.MaxInt64))
+			}
 			if err != nil || id < 1 {
 				return usagef("%s: job id %q is not a positive integer", cmdName(fs), arg)
 			}
@@ -216,7 +220,7 @@ func jobsList(ctx context.Context, e *env, fs *flag.FlagSet, o *jobsOpts, client
 	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT/MAX\tPRIORITY\tSCHEDULED\tCREATED")
 	for _, j := range res.Jobs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", j.ID, j.Kind, j.Queue, j.State,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", j.ID, termSafe(j.Kind), termSafe(j.Queue), termSafe(string(j.State)),
 			j.Attempt, j.MaxAttempts, j.Priority, formatTime(j.ScheduledAt), formatTime(j.CreatedAt))
 	}
 	if err := tw.Flush(); err != nil {
@@ -241,7 +245,9 @@ func jobsShow(ctx context.Context, e *env, fs *flag.FlagSet, o *jobsOpts, client
 		return writeJSON(e.stdout, newJobJSON(job))
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 8, 1, ' ', 0)
-	field := func(name, value string) { fmt.Fprintf(tw, "%s:\t%s\n", name, value) }
+	// Every value goes through termSafe: args, errors and the rest are
+	// written by whoever inserts or works the job.
+	field := func(name, value string) { fmt.Fprintf(tw, "%s:\t%s\n", name, termSafe(value)) }
 	field("id", strconv.FormatInt(job.ID, 10))
 	field("kind", job.Kind)
 	field("queue", job.Queue)
@@ -283,8 +289,10 @@ func jobsShow(ctx context.Context, e *env, fs *flag.FlagSet, o *jobsOpts, client
 	return nil
 }
 
+// writeIndented prints text line by line after indent, escaped by
+// termSafeBlock.
 func writeIndented(w io.Writer, indent, text string) {
-	for line := range strings.SplitSeq(strings.TrimRight(text, "\n"), "\n") {
+	for _, line := range termSafeBlock(strings.TrimRight(text, "\n")) {
 		fmt.Fprintf(w, "%s%s\n", indent, line)
 	}
 }
@@ -313,7 +321,7 @@ func jobsChange(ctx context.Context, e *env, fs *flag.FlagSet, o *jobsOpts, clie
 			}
 			return fmt.Errorf("job %d: %w", id, o.db.clientErr(fs, err))
 		}
-		fmt.Fprintf(e.stderr, "weir: job %d: %s\n", id, reason)
+		fmt.Fprintf(e.stderr, "weir: job %d: %s\n", id, termSafe(reason))
 		failed++
 	}
 	if failed > 0 {

@@ -6,6 +6,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weirq/weir"
+	"github.com/weirq/weir/internal/dbtest"
 )
 
 // tableRows returns a table's header and rows as fields.
@@ -254,4 +260,63 @@ func TestJobsCancelRetryDelete(t *testing.T) {
 		r.stderr != fmt.Sprintf("weir: job %d: running: cancel it first\n", f.running) {
 		t.Fatalf("delete of a running and a final job: %v", r)
 	}
+}
+
+// wantTerminalSafe fails t if out holds anything a terminal acts on but line
+// breaks and tabs.
+func wantTerminalSafe(t *testing.T, out string) {
+	t.Helper()
+	for _, r := range out {
+		if r != '\n' && r != '\t' && (unsafeRune(r) || r == utf8.RuneError) {
+			t.Errorf("output holds %U:\n%s", r, out)
+			return
+		}
+	}
+}
+
+// TestJobsShowEscapes: what a job's writer stored reaches the terminal
+// escaped, in jobs show and jobs list; the JSON form keeps it exact.
+func TestJobsShowEscapes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const (
+		evilError = "boom\x1b[2J\x1b]0;pwned\x07 \u202eevil\u009b31m\nsecond\rline"
+		evilTrace = "main.work()\n\twork.go:12\x1b[31m"
+	)
+	pool := dbtest.Pool(t, nil)
+	if _, err := pool.Exec(t.Context(), `UPDATE `+pgx.Identifier{f.schema, "weir_job"}.Sanitize()+` SET
+		errors = jsonb_build_array(jsonb_build_object('attempt', 1, 'at', now(), 'error', $2::text, 'trace', $3::text)),
+		args = jsonb_build_object('s', $4::text), metadata = jsonb_build_object('m', $5::text),
+		attempted_by = $6, tags = $7
+		WHERE id = $1`, f.failed, evilError, evilTrace, "\u202e\u0085x\u2066", "\x1b[1m", "host\x1b[5m", []string{"t\u202e1", "t\x1b2"}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.weir(t, "jobs", "show", fmt.Sprint(f.failed))
+	wantOK(t, r)
+	wantTerminalSafe(t, r.stdout)
+	for _, s := range []string{
+		`args: {"s": "\u202e\u0085x\u2066"}`, `metadata: {"m": "\u001b[1m"}`, `attempted_by: host\x1b[5m`, `tags: t\u202e1,t\x1b2`,
+	} {
+		if !slices.Contains(normalizedLines(r.stdout), s) {
+			t.Errorf("show does not print %q:\n%s", s, r.stdout)
+		}
+	}
+	for _, s := range []string{
+		"\n    boom\\x1b[2J\\x1b]0;pwned\\x07 \\u202eevil\\u009b31m\n    second\\rline\n",
+		"\n    trace:\n      main.work()\n      \twork.go:12\\x1b[31m\n",
+	} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("show does not print %q:\n%s", s, r.stdout)
+		}
+	}
+
+	job := showJob(t, f.weir, f.failed)
+	var attempt weir.AttemptError
+	if err := json.Unmarshal(job.Errors[0], &attempt); err != nil || attempt.Error != evilError || attempt.Trace != evilTrace {
+		t.Errorf("show --json: %+v, %v", attempt, err)
+	}
+
+	r = f.weir(t, "jobs", "list")
+	wantOK(t, r)
+	wantTerminalSafe(t, r.stdout)
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -29,6 +30,7 @@ const (
 
 // env is what a subcommand may use of the outside world.
 type env struct {
+	stdin          io.Reader // read by enqueue --args -
 	stdout, stderr io.Writer
 	getenv         func(string) string
 }
@@ -69,14 +71,14 @@ func lookup(name string) *command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
 
 // run runs weir with args (without the program name) and returns the exit status.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	e := &env{stdout: stdout, stderr: stderr, getenv: getenv}
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -108,7 +110,8 @@ func report(w io.Writer, err error) int {
 	case errors.Is(err, errAlreadyReported):
 		return exitFailure
 	}
-	fmt.Fprintf(w, "weir: %s\n", oneLine(err.Error()))
+	// An error may quote the server or stored data: escaped like any output.
+	fmt.Fprintf(w, "weir: %s\n", termSafe(oneLine(err.Error())))
 	var u *usageError
 	if errors.As(err, &u) {
 		return exitUsage
@@ -220,6 +223,15 @@ func parseArgs(e *env, fs *flag.FlagSet, args []string, usage func(io.Writer)) (
 				usage(e.stdout)
 				return nil, err
 			}
+			// A negative number is an argument, such as a job id, that the
+			// command then refuses in its own words, not an unknown flag.
+			// The flag package has consumed it and the flags before it.
+			rest := fs.Args()
+			if consumed := len(args) - len(rest); consumed > 0 && negativeNumber.MatchString(args[consumed-1]) {
+				positional = append(positional, args[consumed-1])
+				args = rest
+				continue
+			}
 			return nil, usagef("%s: %v (run `%s -h`)", cmdName(fs), err, fs.Name())
 		}
 		rest := fs.Args()
@@ -233,6 +245,10 @@ func parseArgs(e *env, fs *flag.FlagSet, args []string, usage func(io.Writer)) (
 		args = rest[1:]
 	}
 }
+
+// negativeNumber matches an argument that the flag package would take for a
+// flag but is a negative number.
+var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
 
 // cmdName is the name of fs's command for messages, which weir: already prefixes.
 func cmdName(fs *flag.FlagSet) string {

@@ -34,11 +34,19 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 }
 
-// runWeir runs weir in-process with env as its environment.
+// runWeir runs weir in-process with env as its environment and nothing on
+// its standard input.
 func runWeir(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
+	return runWeirStdin(t, env, "", args...)
+}
+
+// runWeirStdin runs weir in-process with env as its environment and stdin on
+// its standard input.
+func runWeirStdin(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), args, &stdout, &stderr, func(k string) string { return env[k] })
+	code := run(t.Context(), args, strings.NewReader(stdin), &stdout, &stderr, func(k string) string { return env[k] })
 	return result{code, stdout.String(), stderr.String()}
 }
 

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -22,7 +24,7 @@ var queuesCommand = &command{
 const queuesSynopsis = `Usage:
 
     weir queues list   [--json]
-    weir queues pause  NAME
+    weir queues pause  NAME [--create]
     weir queues resume NAME
 
 Each action also takes --database-url URL and --schema NAME.
@@ -30,37 +32,38 @@ Each action also takes --database-url URL and --schema NAME.
 list prints every queue that has jobs or is paused, with its jobs counted by
 state, as a table or, with --json, as a JSON array.
 pause stops every client from starting jobs of the queue until it is resumed;
-running jobs finish. Pausing a paused queue changes nothing.
+running jobs finish. Pausing a paused queue changes nothing. A queue weir does
+not know (no jobs, not paused) is refused as a likely typo unless --create is
+given, to pause a queue before its first job.
 resume lets clients start the queue's jobs again. Resuming a queue that is not
 paused changes nothing.
 `
 
 func queuesUsage(w io.Writer) {
 	fmt.Fprint(w, queuesSynopsis)
-	for _, action := range []string{"list", "pause"} {
+	for _, action := range []string{"list", "pause", "resume"} {
 		fs, _ := queuesFlags(action)
-		name := fs.Name()
-		if action == "pause" {
-			// pause and resume take the same flags.
-			name = "weir queues pause and resume"
-		}
-		fmt.Fprintf(w, "\nFlags of %s:\n\n", name)
+		fmt.Fprintf(w, "\nFlags of %s:\n\n", fs.Name())
 		printDefaults(w, fs)
 	}
 }
 
 // queuesOpts are the flags of weir queues' actions.
 type queuesOpts struct {
-	db   dbFlags
-	json bool
+	db     dbFlags
+	json   bool
+	create bool
 }
 
 func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
 	o := &queuesOpts{}
 	fs := newFlagSet("weir queues " + action)
 	o.db.register(fs)
-	if action == "list" {
+	switch action {
+	case "list":
 		fs.BoolVar(&o.json, "json", false, "print a JSON array of queues")
+	case "pause":
+		fs.BoolVar(&o.create, "create", false, "pause the queue even if weir does not know it yet (it has no jobs and is not paused)")
 	}
 	return fs, o
 }
@@ -105,17 +108,49 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 	case "list":
 		return queuesList(ctx, e, fs, o, client)
 	case "pause":
+		if !o.create {
+			known, err := queueKnown(ctx, client, name)
+			if err != nil {
+				return o.db.clientErr(fs, err)
+			}
+			if !known {
+				return fmt.Errorf("%s: no queue %q: it has no jobs and is not paused (check the name, or pass --create to pause it before its first job)",
+					cmdName(fs), name)
+			}
+		}
 		if err := client.QueuePause(ctx, name); err != nil {
 			return o.db.clientErr(fs, err)
 		}
-		_, err = fmt.Fprintf(e.stdout, "queue %s paused\n", name)
+		_, err = fmt.Fprintf(e.stdout, "queue %s paused\n", termSafe(name))
 	case "resume":
 		if err := client.QueueResume(ctx, name); err != nil {
 			return o.db.clientErr(fs, err)
 		}
-		_, err = fmt.Fprintf(e.stdout, "queue %s resumed\n", name)
+		_, err = fmt.Fprintf(e.stdout, "queue %s resumed\n", termSafe(name))
 	}
 	return err
+}
+
+// queueKnown reports whether the queue has jobs or a row of its own, so that
+// pause does not silently make a paused queue out of a mistyped name. A name
+// outside the name rules is left to QueuePause to refuse.
+func queueKnown(ctx context.Context, client *weir.Client, name string) (bool, error) {
+	// One job is enough, and cheaper to find than the counts of every queue.
+	page, err := client.JobList(ctx, &weir.JobListParams{Queues: []string{name}, Limit: 1})
+	if errors.Is(err, weir.ErrInvalid) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if len(page.Jobs) > 0 {
+		return true, nil
+	}
+	queues, err := client.QueueList(ctx)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(queues, func(q *weir.QueueStats) bool { return q.Name == name }), nil
 }
 
 // queueJSON is a queue as weir prints it for scripts. Counts holds every state.
@@ -156,7 +191,7 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		if q.Paused {
 			paused = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s", q.Name, paused)
+		fmt.Fprintf(tw, "%s\t%s", termSafe(q.Name), paused)
 		for _, s := range states {
 			fmt.Fprintf(tw, "\t%d", q.Counts[s])
 		}

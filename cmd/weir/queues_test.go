@@ -43,8 +43,17 @@ func TestQueues(t *testing.T) {
 	if r.stdout != "queue mail paused\n" {
 		t.Fatalf("pause printed %q", r.stdout)
 	}
-	// Pausing twice is fine, and a queue without jobs can be paused ahead.
+	// Pausing twice is fine. A queue weir does not know is taken for a typo,
+	// and changes nothing, unless --create pauses it ahead of its jobs.
 	wantOK(t, weir(t, "queues", "pause", "mail"))
+	before := weir(t, "queues", "list")
+	wantFailure(t, weir(t, "queues", "pause", "empty"), exitFailure,
+		`weir: queues pause: no queue "empty": it has no jobs and is not paused`, "--create")
+	if after := weir(t, "queues", "list"); after != before {
+		t.Fatalf("a refused pause changed the queues: %v, then %v", before, after)
+	}
+	wantOK(t, weir(t, "queues", "pause", "empty", "--create"))
+	// Once paused, weir knows it.
 	wantOK(t, weir(t, "queues", "pause", "empty"))
 
 	r = weir(t, "queues", "list")

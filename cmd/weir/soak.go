@@ -75,8 +75,9 @@ of its interval:
                three stop budgets
 
 The soak works in its own schema (--schema, default weir_soak), which it
-migrates and keeps for inspection; a later run drops and recreates a schema
-that an earlier soak made, and refuses one holding other tables. It needs
+creates, marks as its own with a comment, migrates and keeps for inspection; a
+later run drops and recreates a schema that has the mark, and refuses any
+other existing schema. It needs
 PostgreSQL: SQLite is refused. With --start-postgres it starts a throwaway
 cluster (initdb and pg_ctl from PATH or /usr/lib/postgresql/*/bin) instead of
 connecting to --database-url, and deletes it at the end.
@@ -237,10 +238,10 @@ func (f *soakFlags) check(e *env, fs *flag.FlagSet) error {
 			return usagef("soak: no database URL: pass --database-url, set %s, or pass --start-postgres", envDatabaseURL)
 		}
 		if _, ok := sqlitePath(f.url); ok {
-			return usagef("soak: weir soak runs on PostgreSQL only, and %s names a SQLite database", redact(f.url, "", ""))
+			return usagef("soak: weir soak runs on PostgreSQL only, and the database URL names a SQLite database")
 		}
-		if _, err := pgxpool.ParseConfig(f.url); err != nil {
-			return usagef("database URL does not parse: %s", redact(parseReason(err), f.url, ""))
+		if _, err := postgresConfig(f.url); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -475,22 +476,19 @@ func (s *soakRun) logf(format string, args ...any) {
 
 // open connects the orchestrator's pool and its insert-only client.
 func (s *soakRun) open(ctx context.Context) error {
-	cfg, err := pgxpool.ParseConfig(s.url)
+	cfg, err := postgresConfig(s.url)
 	if err != nil {
-		return usagef("database URL does not parse: %s", redact(parseReason(err), s.url, ""))
+		return err
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "weir-soak:" + s.f.schema
 	cfg.MaxConns = 6
-	password := cfg.ConnConfig.Password
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("cannot open the database: %s", redact(err.Error(), s.url, password))
+		return fmt.Errorf("cannot open the database: %s", redact(err.Error(), s.url, cfg.ConnConfig.Password))
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
+	if err := pingPostgres(ctx, pool, cfg, s.url); err != nil {
 		pool.Close()
-		return fmt.Errorf("cannot reach the database: %s", redact(err.Error(), s.url, password))
+		return err
 	}
 	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: s.f.schema})
 	if err != nil {
@@ -533,33 +531,57 @@ func (s *soakRun) dbTime(t time.Time) time.Time {
 	return t.Round(0).Add(s.offset)
 }
 
-// prepareSoakSchema makes schema ready for a run: created or, when an earlier
-// soak made it, dropped and created again; migrated; with the audit tables and
-// the trigger that records every lease that leaves the running state.
+// soakSchemaMark is the comment by which weir soak knows a schema as its own:
+// it puts it on every schema it creates, and drops only a schema that has it.
+const soakSchemaMark = "weir soak: scratch schema made by weir soak, which drops and recreates it at its next run"
+
+// prepareSoakSchema makes schema ready for a run: created, with the mark, or,
+// when an earlier soak made it (it has the mark), dropped and created again;
+// migrated; with the audit tables and the trigger that records every lease
+// that leaves the running state. A schema without the mark is refused, even
+// empty, even holding tables named as the soak's: the soak drops its schema
+// with everything in it, so it must be one the soak made.
 func prepareSoakSchema(ctx context.Context, pool *pgxpool.Pool, schema, settings string) error {
-	var exists, earlier bool
-	var tables []string
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1),
-		EXISTS (SELECT FROM pg_tables WHERE schemaname = $1 AND tablename = 'soak_run'),
-		coalesce(array_agg(tablename ORDER BY tablename) FILTER (WHERE tablename IS NOT NULL), '{}')
-		FROM (SELECT tablename FROM pg_tables WHERE schemaname = $1) t`, schema).Scan(&exists, &earlier, &tables); err != nil {
-		return fmt.Errorf("look at schema %s: %v", schema, err)
-	}
+	var (
+		comment *string
+		tables  []string
+	)
+	err := pool.QueryRow(ctx, `SELECT obj_description(n.oid, 'pg_namespace'),
+		coalesce((SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
+			WHERE c.relnamespace = n.oid AND c.relkind IN ('r', 'p', 'v', 'm', 'f')), '{}')
+		FROM pg_namespace n WHERE n.nspname = $1`, schema).Scan(&comment, &tables)
 	ident := pgx.Identifier{schema}.Sanitize()
 	switch {
-	case earlier:
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("look at schema %s: %v", schema, err)
+	case comment != nil && *comment == soakSchemaMark:
 		if _, err := pool.Exec(ctx, "DROP SCHEMA "+ident+" CASCADE"); err != nil {
 			return fmt.Errorf("drop the earlier soak's schema %s: %v", schema, err)
 		}
-		exists = false
 	case len(tables) > 0:
-		return fmt.Errorf("schema %s holds tables that weir soak did not make (%s): name another with --schema",
+		return fmt.Errorf("schema %s holds tables that weir soak did not make (%s): it lacks the soak's mark, "+
+			"and the soak drops its schema at the next run: name another with --schema",
 			schema, strings.Join(tables, ", "))
+	default:
+		return fmt.Errorf("schema %s exists and weir soak did not make it (it lacks the soak's mark), "+
+			"and the soak drops its schema at the next run: name one that does not exist with --schema", schema)
 	}
-	if !exists {
-		if _, err := pool.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
-			return fmt.Errorf("create schema %s: %v", schema, err)
-		}
+	// The schema and its mark come in one transaction, so that a schema
+	// without the mark is never the soak's.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("create schema %s: %v", schema, err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+		return fmt.Errorf("create schema %s: %v", schema, err)
+	}
+	if _, err := tx.Exec(ctx, "COMMENT ON SCHEMA "+ident+" IS '"+soakSchemaMark+"'"); err != nil {
+		return fmt.Errorf("mark schema %s: %v", schema, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("create schema %s: %v", schema, err)
 	}
 	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
 	if err != nil {

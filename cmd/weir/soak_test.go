@@ -371,6 +371,77 @@ func TestSoakRefusesForeignSchema(t *testing.T) {
 	wantFailure(t, r, exitFailure, "holds tables that weir soak did not make (orders)")
 }
 
+// TestSoakKeepsUnmarkedSchema: a schema the soak did not make is never
+// dropped, even when it holds a table named as the soak's own, or nothing.
+// (It calls prepareSoakSchema rather than weir soak, which would go on to run
+// workers were the schema taken.)
+func TestSoakKeepsUnmarkedSchema(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t, nil)
+	ctx := t.Context()
+
+	schema := dbtest.Schema(t)
+	soakRun := pgx.Identifier{schema, "soak_run"}.Sanitize()
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+soakRun+" (customer text); INSERT INTO "+soakRun+" VALUES ('ada')"); err != nil {
+		t.Fatal(err)
+	}
+	err := prepareSoakSchema(ctx, pool, schema, `{}`)
+	if want := "schema " + schema + " holds tables that weir soak did not make (soak_run)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want an error saying %q", err, want)
+	}
+	var customer string
+	if err := pool.QueryRow(ctx, "SELECT customer FROM "+soakRun).Scan(&customer); err != nil || customer != "ada" {
+		t.Fatalf("the user's table is gone or changed: %q, %v", customer, err)
+	}
+
+	empty := dbtest.Schema(t)
+	err = prepareSoakSchema(ctx, pool, empty, `{}`)
+	if want := "schema " + empty + " exists and weir soak did not make it"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want an error saying %q", err, want)
+	}
+	var tables int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = $1", empty).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("the empty schema got %d tables, %v", tables, err)
+	}
+}
+
+// TestSoakSchemaMark: the soak marks the schema it creates, and a later run
+// drops and recreates a marked schema.
+func TestSoakSchemaMark(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t, nil)
+	ctx := t.Context()
+	schema := soakSchemaName(t)
+	var first, second time.Time
+	for _, at := range []*time.Time{&first, &second} {
+		if err := prepareSoakSchema(ctx, pool, schema, `{}`); err != nil {
+			t.Fatal(err)
+		}
+		var runs int
+		if err := pool.QueryRow(ctx, "SELECT count(*), max(started_at) FROM "+pgx.Identifier{schema, "soak_run"}.Sanitize()).Scan(&runs, at); err != nil || runs != 1 {
+			t.Fatalf("soak_run: %d rows, %v", runs, err)
+		}
+		var comment string
+		if err := pool.QueryRow(ctx, "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1", schema).Scan(&comment); err != nil || comment != soakSchemaMark {
+			t.Fatalf("schema comment %q, %v", comment, err)
+		}
+	}
+	if !second.After(first) {
+		t.Errorf("the second run kept the first one's soak_run")
+	}
+}
+
+// soakSchemaName returns the name of a schema that does not exist, dropped
+// when the test ends, for the soak to create.
+func soakSchemaName(t *testing.T) string {
+	t.Helper()
+	schema := dbtest.Schema(t)
+	if _, err := dbtest.Pool(t, nil).Exec(t.Context(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	return schema
+}
+
 // TestSoakEndToEnd runs a short soak with the built binary: two workers,
 // graceful restarts, a kill, a pause and connection kills, in a schema of its
 // own.
@@ -380,7 +451,7 @@ func TestSoakEndToEnd(t *testing.T) {
 		t.Skip("a 10-second soak; skipped with -short")
 	}
 	bin := buildWeir(t)
-	schema := dbtest.Schema(t)
+	schema := soakSchemaName(t)
 	r := bin.run(t, nil, "soak", "--database-url", dbtest.URL(), "--schema", schema,
 		"--duration", "8s", "--workers", "2", "--concurrency", "8", "--rate", "60",
 		"--restart-every", "2s", "--kill-every", "5s", "--connkill-every", "3s", "--pause-every", "4s", "--pause-for", "3s",

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"regexp"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -62,10 +63,16 @@ func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
 	return &Driver{pool: pool, schema: schema, q: q, notifier: newNotifier(pool, q, logger)}, nil
 }
 
-// ValidateSchema reports whether name can be weir's schema.
+// ValidateSchema reports whether name can be weir's schema: a lower-case SQL
+// identifier that is not one of PostgreSQL's own schemas (information_schema,
+// and pg_catalog, pg_toast, pg_temp_N and every other name PostgreSQL
+// reserves with the pg_ prefix).
 func ValidateSchema(name string) error {
 	if !schemaPattern.MatchString(name) {
 		return fmt.Errorf("weirpgx: schema %q is not a lower-case SQL identifier (a letter or _, then letters, digits or _, at most 50 characters)", name)
+	}
+	if name == "information_schema" || strings.HasPrefix(name, "pg_") {
+		return fmt.Errorf("weirpgx: schema %q is one of PostgreSQL's system schemas (information_schema, or a name starting with pg_)", name)
 	}
 	return nil
 }

@@ -33,12 +33,18 @@ func TestConformance(t *testing.T) {
 func TestNewRejectsBadSchema(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t, nil)
-	for _, schema := range []string{"Upper", "1abc", "semi;colon", "with space", "a-b", string(make([]byte, 64))} {
+	for _, schema := range []string{"Upper", "1abc", "semi;colon", "with space", "a-b", string(make([]byte, 64)),
+		"information_schema", "pg_catalog", "pg_toast", "pg_temp", "pg_temp_3", "pg_toast_temp_3", "pg_mine"} {
 		if _, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema}); err == nil {
 			t.Errorf("schema %q accepted", schema)
 		}
 	}
 	if _, err := weirpgx.New(nil, nil); err == nil {
 		t.Error("nil pool accepted")
+	}
+	for _, schema := range []string{"public", "weir", "_pg", "pgx", "pg", "information", "information_schema2"} {
+		if err := weirpgx.ValidateSchema(schema); err != nil {
+			t.Errorf("schema %q refused: %v", schema, err)
+		}
 	}
 }

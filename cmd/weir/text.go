@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// termSafe returns s with everything a terminal would act on, rather than
+// show, escaped: C0 and C1 control characters and DEL (an ESC starts a
+// sequence that can move the cursor, rewrite the screen or set the window
+// title), the marks, embeddings, overrides and isolates of bidirectional text
+// (which reorder what follows them), the line and paragraph separators, and
+// bytes that are not UTF-8. Each becomes a Go escape: \n, \t, \r, \xNN below
+// U+0080 and for a bad byte, \uNNNN above. Everything else is left as it is,
+// backslashes included, so ordinary text reads as it was written.
+//
+// Stored job data (kinds, queues, tags, args, metadata, errors, traces) is
+// written by whoever can insert or run a job; every table and text that shows
+// it goes through termSafe. JSON output needs no escaping beyond encoding/json's.
+func termSafe(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || unsafeRune(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x80 && unsafeRune(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// unsafeRune reports whether a terminal acts on r rather than showing it.
+func unsafeRune(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7f && r <= 0x9f: // C0, DEL, C1
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f: // bidi marks
+		return true
+	case r >= 0x202a && r <= 0x202e: // bidi embeddings and overrides
+		return true
+	case r >= 0x2066 && r <= 0x2069: // bidi isolates
+		return true
+	case r == 0x2028, r == 0x2029: // line and paragraph separators
+		return true
+	}
+	return false
+}
+
+// termSafeBlock is termSafe for text shown over several lines, such as an
+// error and its trace: it keeps the line breaks and tabs (a trace indents
+// with them), which start no sequence, and escapes the rest.
+func termSafeBlock(s string) []string {
+	var lines []string
+	for line := range strings.SplitSeq(s, "\n") {
+		parts := strings.Split(line, "\t")
+		for i, p := range parts {
+			parts[i] = termSafe(p)
+		}
+		lines = append(lines, strings.Join(parts, "\t"))
+	}
+	return lines
+}

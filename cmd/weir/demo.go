@@ -117,7 +117,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("demo: migrate: %v", err)
 	}
 
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The demo shows its jobs' failed attempts itself, from the database, at the
+	// end; the client's log carries everything else.
+	logger := slog.New(dropJobLines{slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})})
 	workers := weir.NewWorkers()
 	weir.AddWorker(workers, weir.WorkFunc(func(ctx context.Context, job *weir.Job[demoArgs]) error {
 		switch job.Args.Name {
@@ -174,6 +176,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	stopErr := client.Stop(stopCtx)
 
 	printDemoSummary(e.stdout, jobs, states)
+	if err := printDemoAttempts(ctx, e.stdout, client, jobs); err != nil {
+		return err
+	}
 	fmt.Fprintf(e.stdout, "store: %s\n", describeStore(store, f.schema))
 	if waitErr != nil {
 		return waitErr
@@ -185,7 +190,86 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("demo: %s", strings.Join(bad, "; "))
 	}
 	fmt.Fprintln(e.stdout, "every demo job ended as expected")
+	printDemoNext(e.stdout, store, f.schema, jobs)
 	return nil
+}
+
+// dropJobLines is a log handler that drops the client's lines about the demo's
+// own jobs (failed attempts, discarded jobs), which the demo reports itself.
+type dropJobLines struct{ slog.Handler }
+
+func (h dropJobLines) Handle(ctx context.Context, r slog.Record) error {
+	demoJob := false
+	r.Attrs(func(a slog.Attr) bool {
+		demoJob = a.Key == "kind" && a.Value.String() == demoArgs{}.Kind()
+		return !demoJob
+	})
+	if demoJob {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h dropJobLines) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return dropJobLines{h.Handler.WithAttrs(attrs)}
+}
+
+func (h dropJobLines) WithGroup(name string) slog.Handler {
+	return dropJobLines{h.Handler.WithGroup(name)}
+}
+
+// printDemoAttempts prints the failed attempts of the jobs that failed at least
+// once, as the database recorded them.
+func printDemoAttempts(ctx context.Context, w io.Writer, client *weir.Client, jobs []*demoJob) error {
+	header := false
+	for _, j := range jobs {
+		if j.name != "flaky" && j.name != "doomed" {
+			continue
+		}
+		row, err := client.JobGet(ctx, j.id)
+		if err != nil {
+			return fmt.Errorf("demo: read job %d: %v", j.id, err)
+		}
+		for _, ae := range row.Errors {
+			if !header {
+				fmt.Fprintln(w, "\nFAILED ATTEMPTS")
+				header = true
+			}
+			fmt.Fprintf(w, "job %d (%s, now %s) attempt %d: %s\n",
+				row.ID, j.name, termSafe(string(row.State)), ae.Attempt, termSafe(ae.Error))
+		}
+	}
+	if header {
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// printDemoNext says what to try next, against the demo's own store. A
+// PostgreSQL URL is not repeated, since it may hold a password.
+func printDemoNext(w io.Writer, store, schema string, jobs []*demoJob) {
+	db := "--database-url 'URL' --schema " + termSafe(schema)
+	if path, ok := sqlitePath(store); ok {
+		db = "--database-url " + shellQuote("sqlite:"+path)
+	}
+	var doomed int64
+	for _, j := range jobs {
+		if j.name == "doomed" {
+			doomed = j.id
+		}
+	}
+	fmt.Fprintf(w, `
+Try next:
+    weir jobs list %[1]s
+    weir jobs show %[2]d %[1]s
+    weir queues list %[1]s
+The quickstart (README.md, and examples/quickstart) shows the Go API.
+`, db, doomed)
+}
+
+// shellQuote quotes s for a POSIX shell, and makes it safe for a terminal.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(termSafe(s), "'", `'\''`) + "'"
 }
 
 // demoJobs is the mix of jobs, with the states they must end in.

@@ -46,11 +46,32 @@ func wantDemoSummary(t *testing.T, out string) {
 		"\ncancelled      1        1\n",
 		"\ndiscarded      1        1\n",
 		"\nevery demo job ended as expected\n",
+		"\nFAILED ATTEMPTS\n",
+		"(flaky, now completed) attempt 1: flaky: the first attempt fails\n",
+		"(doomed, now discarded) attempt 3: doomed: attempt 3 fails too\n",
+		"\nTry next:\n    weir jobs list --database-url ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// demoNextCommand returns the arguments of the demo's suggested command that
+// starts with prefix ("jobs show"), unquoted.
+func demoNextCommand(t *testing.T, out, prefix string) []string {
+	t.Helper()
+	for line := range strings.SplitSeq(out, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "weir "+prefix); ok {
+			args := strings.Fields(prefix)
+			for _, f := range strings.Fields(rest) {
+				args = append(args, strings.Trim(f, "'"))
+			}
+			return args
+		}
+	}
+	t.Fatalf("demo output suggests no `weir %s`:\n%s", prefix, out)
+	return nil
 }
 
 // demoStore returns the SQLite file that the demo's output names.
@@ -87,6 +108,13 @@ func testBinaryDemo(t *testing.T, b *weirBinary) {
 		}
 		if entries, err := os.ReadDir(home); err != nil || len(entries) != 0 {
 			t.Fatalf("the demo wrote in HOME: %v %v", entries, err)
+		}
+		// The command the demo suggests works on its store, and shows the
+		// discarded job's attempts.
+		show := b.run(t, []string{"HOME=" + home, "XDG_CACHE_HOME=" + cache}, demoNextCommand(t, r.stdout, "jobs show")...)
+		wantOK(t, show)
+		if !strings.Contains(show.stdout, "doomed: attempt 3 fails too") || !strings.Contains(show.stdout, "discarded") {
+			t.Errorf("weir jobs show, as the demo suggests it, shows:\n%s", show.stdout)
 		}
 	})
 

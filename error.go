@@ -22,4 +22,7 @@ var (
 	// ErrNotMigrated means the schema lacks migrations this weir needs; the error
 	// names them.
 	ErrNotMigrated = weirmigrate.ErrNotMigrated
+	// ErrSchemaIncompatible means the schema has migrations this weir does not
+	// know and one of them is not marked compatible; the error names them.
+	ErrSchemaIncompatible = weirmigrate.ErrIncompatible
 )

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirmigrate"
 )
 
 // Listing limits.
@@ -42,7 +43,7 @@ type JobListResult struct {
 // JobGet returns a job by id, or an error wrapping ErrNotFound.
 func (c *Client) JobGet(ctx context.Context, id int64) (*JobRow, error) {
 	var job *JobRow
-	err := c.withSchemaCheck(ctx, func() (err error) {
+	err := c.operate(ctx, func() (err error) {
 		job, err = c.driver.Executor().JobGet(ctx, id)
 		return err
 	})
@@ -104,7 +105,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 	want := p.Limit
 	p.Limit++ // one more tells whether another page follows
 	var jobs []*JobRow
-	err := c.withSchemaCheck(ctx, func() (err error) {
+	err := c.operate(ctx, func() (err error) {
 		jobs, err = c.driver.Executor().JobList(ctx, p)
 		return err
 	})
@@ -143,7 +144,7 @@ func (c *Client) changeJob(ctx context.Context, id int64, op func(weirdriver.Exe
 		return nil, invalidf("job id %d is not positive", id)
 	}
 	var job *JobRow
-	err := c.withSchemaCheck(ctx, func() (err error) {
+	err := c.operate(ctx, func() (err error) {
 		job, err = op(c.driver.Executor(), ctx, id)
 		return err
 	})
@@ -159,7 +160,7 @@ type QueueStats = weirdriver.QueueStats
 // QueueList lists the queues that have jobs, with their counts by state.
 func (c *Client) QueueList(ctx context.Context) ([]*QueueStats, error) {
 	var queues []*QueueStats
-	err := c.withSchemaCheck(ctx, func() (err error) {
+	err := c.operate(ctx, func() (err error) {
 		queues, err = c.driver.Executor().QueueList(ctx)
 		return err
 	})
@@ -184,9 +185,22 @@ func (c *Client) queueOp(ctx context.Context, name string, op func(weirdriver.Ex
 	if err := validateName("queue", name); err != nil {
 		return err
 	}
-	err := c.withSchemaCheck(ctx, func() error { return op(c.driver.Executor(), ctx, name) })
+	err := c.operate(ctx, func() error { return op(c.driver.Executor(), ctx, name) })
 	if err != nil {
 		return fmt.Errorf("weir: %w", err)
 	}
 	return nil
+}
+
+// operate runs an operator call once the schema passed weirmigrate's Check. A
+// call cannot rely on failing when the schema is behind: a schema migrated part
+// way may hold every table the call reads (the job table comes first), and the
+// call would answer, say, an empty list instead of naming what is missing.
+// Operator calls are few, so the cost of reading the migration table each time
+// is small; a schema reverted under the call is still caught by withSchemaCheck.
+func (c *Client) operate(ctx context.Context, fn func() error) error {
+	if err := weirmigrate.New(c.driver).Check(ctx); err != nil {
+		return err
+	}
+	return c.withSchemaCheck(ctx, fn)
 }

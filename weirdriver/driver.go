@@ -30,10 +30,13 @@ type Driver interface {
 	Migrations() []Migration
 	// Migrate applies (up) or reverts (down) the given migrations in one transaction
 	// under a lock, so that concurrent migrators wait for each other and a failure
-	// changes nothing. The function is called under the lock with the versions
-	// applied so far and returns the migrations to run.
-	Migrate(ctx context.Context, direction Direction, plan func(applied []int) ([]Migration, error)) ([]Migration, error)
-	// MigrationsApplied returns the versions applied so far, in order.
+	// changes nothing. The function is called under the lock with what the
+	// database holds and returns the migrations to run. Applying a migration
+	// records it with its Compatible mark once the migration table has the
+	// column for it (see Migration.Compatible).
+	Migrate(ctx context.Context, direction Direction, plan func(state *MigrationState) ([]Migration, error)) ([]Migration, error)
+	// MigrationsApplied returns the migrations applied so far, in version order,
+	// including any this driver does not know.
 	MigrationsApplied(ctx context.Context) ([]AppliedMigration, error)
 
 	// Listen opens a listener on its own connection for the given channels.
@@ -58,6 +61,14 @@ type Migration struct {
 	Name    string
 	Up      string
 	Down    string
+	// Compatible marks a migration that code which does not know it may run
+	// against: it only adds what older code ignores. The up file declares it with
+	// the header line "-- weir:compatible", and the migrator records it, so that
+	// an older weir can read it from the database.
+	Compatible bool
+	// DropsJobs marks a migration whose revert drops the job table. The down file
+	// declares it with the header line "-- weir:drops-jobs".
+	DropsJobs bool
 }
 
 // AppliedMigration is a migration recorded as applied.
@@ -65,6 +76,20 @@ type AppliedMigration struct {
 	Version   int
 	Name      string
 	AppliedAt time.Time
+	// Compatible is the migration's Compatible mark as recorded when it was
+	// applied; false for migrations recorded before the table had the column.
+	Compatible bool
+}
+
+// MigrationState is what a migration plan sees, read under the migration lock
+// inside the migration's transaction.
+type MigrationState struct {
+	// Applied lists the applied migrations in version order.
+	Applied []AppliedMigration
+	// CountJobs locks the job table against writes until the migration ends and
+	// counts its jobs; 0 when the table does not exist. The lock makes the count
+	// hold until a revert that follows drops the table.
+	CountJobs func() (int64, error)
 }
 
 // Executor runs weir's statements, on a pool or inside a transaction.

@@ -8,8 +8,18 @@ import (
 	"strings"
 )
 
+// Header marks that a migration file may carry among the comment lines it starts
+// with.
+const (
+	// MarkCompatible in an up file sets Migration.Compatible.
+	MarkCompatible = "-- weir:compatible"
+	// MarkDropsJobs in a down file sets Migration.DropsJobs.
+	MarkDropsJobs = "-- weir:drops-jobs"
+)
+
 // LoadMigrations reads a driver's migrations from dir in fsys: pairs of files named
-// NNN_name.up.sql and NNN_name.down.sql, numbered 1, 2, 3... without gaps.
+// NNN_name.up.sql and NNN_name.down.sql, numbered 1, 2, 3... without gaps. The
+// marks are read from each file's header, the comment lines it starts with.
 func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	names, err := fs.Glob(fsys, dir+"/*.up.sql")
 	if err != nil {
@@ -31,7 +41,11 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %q has no down file", base)
 		}
-		out = append(out, Migration{Version: version, Name: label, Up: string(up), Down: string(down)})
+		out = append(out, Migration{
+			Version: version, Name: label, Up: string(up), Down: string(down),
+			Compatible: hasMark(string(up), MarkCompatible),
+			DropsJobs:  hasMark(string(down), MarkDropsJobs),
+		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	for i, m := range out {
@@ -40,4 +54,21 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		}
 	}
 	return out, nil
+}
+
+// hasMark reports whether mark is a line of sql's header: the comment and blank
+// lines before its first statement. A mark further down, say in a function body,
+// does not count.
+func hasMark(sql, mark string) bool {
+	for line := range strings.Lines(sql) {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == mark:
+			return true
+		case line == "" || strings.HasPrefix(line, "--"):
+		default:
+			return false
+		}
+	}
+	return false
 }

@@ -48,9 +48,40 @@ type DownOpts struct {
 	TargetVersion int
 	// All reverts every applied migration, dropping weir's tables.
 	All bool
+	// Force reverts a migration that drops the job table even while it holds
+	// jobs, which are lost. Without it Down refuses with a *DropsJobsError.
+	Force bool
 }
 
-// Up applies pending migrations in order and returns those it applied.
+// DropsJobsError is Down's error when a migration it would revert drops the job
+// table while the table holds jobs. Nothing was reverted; DownOpts.Force drops
+// them.
+type DropsJobsError struct {
+	// Migration is the migration whose revert drops the job table.
+	Migration Migration
+	// Jobs is how many jobs the table holds.
+	Jobs int64
+	// Driver and Schema name the database, as weirdriver.Driver does.
+	Driver, Schema string
+}
+
+func (e *DropsJobsError) Error() string {
+	jobs := "jobs"
+	if e.Jobs == 1 {
+		jobs = "job"
+	}
+	return fmt.Sprintf("reverting %s would drop the %d %s in %s schema %q; nothing was reverted (force the revert to drop them)",
+		e.Migration, e.Jobs, jobs, e.Driver, e.Schema)
+}
+
+// ErrIncompatible is wrapped by Check when the database has migrations this weir
+// does not know and one of them is not marked compatible: a newer weir applied
+// it, and this one may not run against the schema.
+var ErrIncompatible = errors.New("schema is newer than this weir")
+
+// Up applies pending migrations in order and returns those it applied. A
+// database that also has migrations this weir does not know, all of them marked
+// compatible, has nothing pending.
 func (m *Migrator) Up(ctx context.Context, opts *UpOpts) ([]Migration, error) {
 	if opts == nil {
 		opts = &UpOpts{}
@@ -63,9 +94,18 @@ func (m *Migrator) Up(ctx context.Context, opts *UpOpts) ([]Migration, error) {
 		}
 		target = opts.TargetVersion
 	}
-	done, err := m.driver.Migrate(ctx, weirdriver.DirectionUp, func(applied []int) ([]weirdriver.Migration, error) {
-		if err := checkApplied(applied, known); err != nil {
+	done, err := m.driver.Migrate(ctx, weirdriver.DirectionUp, func(state *weirdriver.MigrationState) ([]weirdriver.Migration, error) {
+		applied := state.Applied
+		newer, err := splitApplied(applied, known)
+		if err != nil {
 			return nil, err
+		}
+		if len(newer) > 0 {
+			if bad := incompatible(newer); len(bad) > 0 {
+				return nil, fmt.Errorf("database has %s, which this weir does not know (it knows %s) and which %s not marked compatible: upgrade weir",
+					plural("migration", bad), knownRange(known), isAre(bad))
+			}
+			return nil, nil
 		}
 		return known[len(applied):max(target, len(applied))], nil
 	})
@@ -76,6 +116,9 @@ func (m *Migrator) Up(ctx context.Context, opts *UpOpts) ([]Migration, error) {
 }
 
 // Down reverts applied migrations, newest first, and returns those it reverted.
+// It refuses, with a *DropsJobsError, to revert a migration that drops the job
+// table while the table holds jobs, unless opts.Force is set; and it refuses a
+// database with migrations this weir does not know, since it cannot revert them.
 func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error) {
 	if opts == nil {
 		opts = &DownOpts{}
@@ -87,9 +130,15 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 	if opts.TargetVersion < 0 || opts.TargetVersion > len(known) {
 		return nil, fmt.Errorf("weirmigrate: target version %d is out of range 0..%d", opts.TargetVersion, len(known))
 	}
-	done, err := m.driver.Migrate(ctx, weirdriver.DirectionDown, func(applied []int) ([]weirdriver.Migration, error) {
-		if err := checkApplied(applied, known); err != nil {
+	done, err := m.driver.Migrate(ctx, weirdriver.DirectionDown, func(state *weirdriver.MigrationState) ([]weirdriver.Migration, error) {
+		applied := state.Applied
+		newer, err := splitApplied(applied, known)
+		if err != nil {
 			return nil, err
+		}
+		if len(newer) > 0 {
+			return nil, fmt.Errorf("database has %s, which this weir does not know (it knows %s) and cannot revert: upgrade weir to the one that applied it",
+				plural("migration", newer), knownRange(known))
 		}
 		keep := len(applied) - max(opts.Steps, 1)
 		if opts.All || opts.TargetVersion > 0 {
@@ -98,6 +147,25 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 		keep = max(0, min(keep, len(applied)))
 		todo := slices.Clone(known[keep:len(applied)])
 		slices.Reverse(todo)
+		if opts.Force {
+			return todo, nil
+		}
+		for _, mig := range todo {
+			if !mig.DropsJobs {
+				continue
+			}
+			jobs, err := state.CountJobs()
+			if err != nil {
+				return nil, err
+			}
+			if jobs > 0 {
+				return nil, &DropsJobsError{
+					Migration: Migration{Version: mig.Version, Name: mig.Name},
+					Jobs:      jobs, Driver: m.driver.Name(), Schema: m.driver.Schema(),
+				}
+			}
+			break
+		}
 		return todo, nil
 	})
 	if err != nil {
@@ -106,38 +174,45 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 	return names(done), nil
 }
 
-// Status is one known migration and whether it is applied.
+// Status is one migration and whether it is applied.
 type Status struct {
 	Migration
 	Applied   bool
 	AppliedAt time.Time
+	// Unknown is set for a migration the database has but this weir does not
+	// know: a newer weir applied it. Such a migration is always applied.
+	Unknown bool
+	// Compatible says whether code that does not know the migration may run
+	// against the schema: the mark of the migration's up file, or for an
+	// unknown migration the mark recorded when it was applied.
+	Compatible bool
 }
 
-// Status lists every migration the driver knows and whether it is applied.
+// Status lists every migration the driver knows and whether it is applied,
+// followed by the migrations the database has that this weir does not know.
 func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
 	applied, err := m.driver.MigrationsApplied(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("weirmigrate: status: %w", err)
 	}
 	known := m.driver.Migrations()
-	versions := make([]int, len(applied))
-	for i, a := range applied {
-		versions[i] = a.Version
-	}
-	if err := checkApplied(versions, known); err != nil {
+	newer, err := splitApplied(applied, known)
+	if err != nil {
 		return nil, fmt.Errorf("weirmigrate: status: %w", err)
 	}
-	for i, a := range applied {
-		if a.Name != known[i].Name {
-			return nil, fmt.Errorf("weirmigrate: status: database has migration %d named %q where this weir has %q: the migration table is inconsistent", a.Version, a.Name, known[i].Name)
-		}
-	}
-	out := make([]Status, len(known))
+	out := make([]Status, 0, len(known)+len(newer))
 	for i, k := range known {
-		out[i] = Status{Migration: Migration{Version: k.Version, Name: k.Name}}
+		s := Status{Migration: Migration{Version: k.Version, Name: k.Name}, Compatible: k.Compatible}
 		if i < len(applied) {
-			out[i].Applied, out[i].AppliedAt = true, applied[i].AppliedAt
+			s.Applied, s.AppliedAt = true, applied[i].AppliedAt
 		}
+		out = append(out, s)
+	}
+	for _, a := range newer {
+		out = append(out, Status{
+			Migration: Migration{Version: a.Version, Name: a.Name},
+			Applied:   true, AppliedAt: a.AppliedAt, Unknown: true, Compatible: a.Compatible,
+		})
 	}
 	return out, nil
 }
@@ -145,38 +220,91 @@ func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
 // ErrNotMigrated is wrapped by Check when migrations are missing.
 var ErrNotMigrated = errors.New("schema is not migrated")
 
-// Check returns an error wrapping ErrNotMigrated and naming each missing migration
-// unless every migration the driver knows is applied.
+// Check returns nil when this weir may run against the schema: every migration
+// the driver knows is applied, and any newer migration the database has is
+// marked compatible. Otherwise it returns an error wrapping ErrNotMigrated and
+// naming each missing migration, or wrapping ErrIncompatible and naming each
+// newer migration that is not marked compatible.
 func (m *Migrator) Check(ctx context.Context) error {
 	status, err := m.Status(ctx)
 	if err != nil {
 		return err
 	}
-	var missing []string
+	var missing, bad []string
 	for _, s := range status {
-		if !s.Applied {
+		switch {
+		case !s.Applied:
 			missing = append(missing, s.String())
+		case s.Unknown && !s.Compatible:
+			bad = append(bad, s.String())
 		}
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: %s schema %q lacks migration %s (run `weir migrate up`)",
 			ErrNotMigrated, m.driver.Name(), m.driver.Schema(), strings.Join(missing, ", "))
 	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s schema %q has migration %s, which this weir does not know (it knows %s) and which %s not marked compatible (upgrade weir)",
+			ErrIncompatible, m.driver.Name(), m.driver.Schema(), strings.Join(bad, ", "), knownRange(m.driver.Migrations()), isAre(bad))
+	}
 	return nil
 }
 
-// checkApplied refuses a database whose applied migrations are not a prefix of the
-// known ones, such as one migrated by a newer weir.
-func checkApplied(applied []int, known []weirdriver.Migration) error {
-	for i, v := range applied {
+// splitApplied checks that the applied migrations start with the known ones, in
+// order and by name, and returns the applied migrations this weir does not
+// know: those after the last it knows, applied by a newer weir.
+func splitApplied(applied []weirdriver.AppliedMigration, known []weirdriver.Migration) ([]weirdriver.AppliedMigration, error) {
+	for i, a := range applied {
 		if i >= len(known) {
-			return fmt.Errorf("database has migration %d, which this weir does not know (it knows 1..%d): upgrade weir", v, len(known))
+			return applied[i:], nil
 		}
-		if v != known[i].Version {
-			return fmt.Errorf("database has migration %d where %d was expected: the migration table is inconsistent", v, known[i].Version)
+		if a.Version != known[i].Version {
+			return nil, fmt.Errorf("database has migration %d where %d was expected: the migration table is inconsistent", a.Version, known[i].Version)
+		}
+		if a.Name != known[i].Name {
+			return nil, fmt.Errorf("database has migration %d named %q where this weir has %q: the migration table is inconsistent", a.Version, a.Name, known[i].Name)
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// incompatible returns the migrations of ms that are not marked compatible.
+func incompatible(ms []weirdriver.AppliedMigration) []weirdriver.AppliedMigration {
+	var out []weirdriver.AppliedMigration
+	for _, a := range ms {
+		if !a.Compatible {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// plural names applied migrations: "migration 006_x" or "migrations 006_x, 007_y".
+func plural(noun string, ms []weirdriver.AppliedMigration) string {
+	list := make([]string, len(ms))
+	for i, a := range ms {
+		list[i] = Migration{Version: a.Version, Name: a.Name}.String()
+	}
+	if len(ms) > 1 {
+		noun += "s"
+	}
+	return noun + " " + strings.Join(list, ", ")
+}
+
+// isAre is the verb that agrees with a list of len(s) items.
+func isAre[T any](s []T) string {
+	if len(s) > 1 {
+		return "are"
+	}
+	return "is"
+}
+
+// knownRange says which versions this weir knows, such as "001..005".
+func knownRange(known []weirdriver.Migration) string {
+	if len(known) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%03d..%03d", known[0].Version, known[len(known)-1].Version)
 }
 
 func names(ms []weirdriver.Migration) []Migration {

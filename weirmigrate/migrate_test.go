@@ -248,7 +248,8 @@ func TestUpDownAllUp(t *testing.T) {
 	if _, err := m.Up(t.Context(), nil); err != nil {
 		t.Fatalf("up after down: %v", err)
 	}
-	done, err = m.Down(t.Context(), &weirmigrate.DownOpts{All: true})
+	// The job inserted above is dropped with its table only when forced.
+	done, err = m.Down(t.Context(), &weirmigrate.DownOpts{All: true, Force: true})
 	if err != nil {
 		t.Fatalf("down all: %v", err)
 	}
@@ -528,25 +529,203 @@ func TestUnknownVersionInDatabase(t *testing.T) {
 			t.Errorf("%s: no error on a database with migration 999", what)
 			return
 		}
-		if !strings.Contains(err.Error(), "upgrade weir") || !strings.Contains(err.Error(), "999") {
-			t.Errorf("%s: error %q does not say to upgrade weir past 999", what, err)
+		if !strings.Contains(err.Error(), "upgrade weir") || !strings.Contains(err.Error(), "999_from_the_future") {
+			t.Errorf("%s: error %q does not say to upgrade weir past 999_from_the_future", what, err)
 		}
 	}
 	_, err := m.Up(t.Context(), nil)
 	check("up", err)
 	_, err = m.Down(t.Context(), nil)
 	check("down", err)
-	_, err = m.Down(t.Context(), &weirmigrate.DownOpts{All: true})
+	_, err = m.Down(t.Context(), &weirmigrate.DownOpts{All: true, Force: true})
 	check("down all", err)
-	_, err = m.Status(t.Context())
-	check("status", err)
-	check("check", m.Check(t.Context()))
+	err = m.Check(t.Context())
+	check("check", err)
+	if !errors.Is(err, weirmigrate.ErrIncompatible) {
+		t.Errorf("check: %v, want ErrIncompatible", err)
+	}
+	// Status lists the unknown migration after the known ones.
+	status, err := m.Status(t.Context())
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	last := status[len(status)-1]
+	if len(status) != len(d.Migrations())+1 || last.String() != "999_from_the_future" || !last.Unknown || !last.Applied || last.Compatible {
+		t.Fatalf("status ends with %+v, want 999_from_the_future unknown, applied, not compatible", last)
+	}
 
 	if got := recorded(t, d.Pool(), schema); !slices.Equal(got, wantRecorded) {
 		t.Fatalf("weir_migration holds %v, want %v", got, wantRecorded)
 	}
 	if !regclass(t, d.Pool(), schema, "weir_job") {
 		t.Fatal("weir_job is gone")
+	}
+}
+
+// TestCompatibleNewerVersion checks that a migration this weir does not know,
+// recorded as compatible, lets Check pass and Up find nothing to do, while Down
+// still refuses, since it cannot revert it.
+func TestCompatibleNewerVersion(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	d := newDriver(t, schema)
+	m := weirmigrate.New(d)
+	if _, err := m.Up(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	next := len(d.Migrations()) + 1
+	if _, err := d.Pool().Exec(t.Context(), "INSERT INTO "+pgx.Identifier{schema, "weir_migration"}.Sanitize()+
+		" (version, name, compatible) VALUES ($1, 'add_column', true)", next); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Check(t.Context()); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	done, err := m.Up(t.Context(), nil)
+	if err != nil || len(done) != 0 {
+		t.Fatalf("up: applied %v, %v; want nothing to do", done, err)
+	}
+	status, err := m.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := status[len(status)-1]; last.Version != next || !last.Unknown || !last.Compatible {
+		t.Fatalf("status ends with %+v", last)
+	}
+	before := snapshot(t, d)
+	if _, err := m.Down(t.Context(), nil); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%03d_add_column", next)) {
+		t.Fatalf("down: %v, want a refusal naming %03d_add_column", err, next)
+	}
+	if after := snapshot(t, d); after != before {
+		t.Fatalf("refused Down changed the schema:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestDownRefusesToDropJobs checks that every way of reverting the migration
+// that drops the job table is refused while the table holds jobs, with the
+// count, and changes nothing; Force drops them.
+func TestDownRefusesToDropJobs(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	d := newDriver(t, schema)
+	m := weirmigrate.New(d)
+	if _, err := m.Up(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := insertJob(t, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := len(d.Migrations())
+	before := snapshot(t, d)
+	for _, opts := range []*weirmigrate.DownOpts{{All: true}, {Steps: n}, {Steps: n + 5}, {TargetVersion: 0, All: true}} {
+		done, err := m.Down(t.Context(), opts)
+		var dropErr *weirmigrate.DropsJobsError
+		if !errors.As(err, &dropErr) {
+			t.Fatalf("down %+v: reverted %v, error %v; want a DropsJobsError", *opts, done, err)
+		}
+		if dropErr.Jobs != 3 || dropErr.Migration.String() != "001_create_job" || dropErr.Schema != schema {
+			t.Errorf("down %+v: %+v", *opts, *dropErr)
+		}
+		for _, s := range []string{"001_create_job", "3 jobs", schema, "nothing was reverted"} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("error %q does not mention %q", err, s)
+			}
+		}
+	}
+	if after := snapshot(t, d); after != before {
+		t.Fatalf("refused Down changed the schema:\nbefore %s\nafter  %s", before, after)
+	}
+	var jobs int
+	if err := d.Pool().QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "weir_job"}.Sanitize()).Scan(&jobs); err != nil || jobs != 3 {
+		t.Fatalf("jobs after the refusals: %d, %v", jobs, err)
+	}
+	// Reverting migrations that keep the job table needs no force.
+	done, err := m.Down(t.Context(), &weirmigrate.DownOpts{TargetVersion: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameMigrations(t, "down to 1", done, reversed(want(d.Migrations()[1:])))
+	done, err = m.Down(t.Context(), &weirmigrate.DownOpts{All: true, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameMigrations(t, "forced down", done, want(d.Migrations()[:1]))
+	if regclass(t, d.Pool(), schema, "weir_job") {
+		t.Fatal("weir_job exists after a forced Down All")
+	}
+}
+
+// TestDownOfEmptyJobTableNeedsNoForce: an empty job table loses nothing.
+func TestDownOfEmptyJobTableNeedsNoForce(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t, dbtest.Schema(t))
+	m := weirmigrate.New(d)
+	if _, err := m.Up(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	done, err := m.Down(t.Context(), &weirmigrate.DownOpts{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameMigrations(t, "down all", done, reversed(want(d.Migrations())))
+}
+
+// TestCompatibleColumnAddedToOlderTable starts from a schema that a weir
+// without the compatible column migrated, checks that reading it works, and
+// that the migration adding the column records itself as compatible while the
+// older weir's insert into the table still works.
+func TestCompatibleColumnAddedToOlderTable(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	d := newDriver(t, schema)
+	m := weirmigrate.New(d)
+	var adds weirdriver.Migration
+	for _, mig := range d.Migrations() {
+		if strings.Contains(mig.Up, "ADD COLUMN compatible") {
+			adds = mig
+		}
+	}
+	if adds.Version == 0 || !adds.Compatible {
+		t.Fatalf("no migration adds the compatible column and is marked compatible: %+v", adds)
+	}
+	if _, err := m.Up(t.Context(), &weirmigrate.UpOpts{TargetVersion: adds.Version - 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Check(t.Context()); !errors.Is(err, weirmigrate.ErrNotMigrated) {
+		t.Fatalf("check before %03d: %v", adds.Version, err)
+	}
+	applied, err := d.MigrationsApplied(t.Context())
+	if err != nil || len(applied) != adds.Version-1 {
+		t.Fatalf("applied before the column: %v, %v", applied, err)
+	}
+	if _, err := m.Up(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	applied, err = d.MigrationsApplied(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range applied {
+		if a.Compatible != (a.Version == adds.Version) {
+			t.Errorf("migration %d recorded compatible=%v", a.Version, a.Compatible)
+		}
+	}
+	// The statement an older weir records with still works.
+	table := pgx.Identifier{schema, "weir_migration"}.Sanitize()
+	if _, err := d.Pool().Exec(t.Context(), "INSERT INTO "+table+" (version, name) VALUES (998, 'old_style')"); err != nil {
+		t.Fatalf("older weir's insert: %v", err)
+	}
+	if _, err := d.Pool().Exec(t.Context(), "DELETE FROM "+table+" WHERE version = 998"); err != nil {
+		t.Fatal(err)
+	}
+	// Reverting it removes the column, and reading works again without it.
+	if _, err := m.Down(t.Context(), &weirmigrate.DownOpts{TargetVersion: adds.Version - 1}); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := d.MigrationsApplied(t.Context()); err != nil || len(applied) != adds.Version-1 {
+		t.Fatalf("applied after reverting the column: %v, %v", applied, err)
 	}
 }
 

@@ -489,7 +489,9 @@ func testBinaryMigrate(t *testing.T, b *weirBinary, be *backend) {
 	status := func(applied int) {
 		t.Helper()
 		r := migrate("status")
-		wantOK(t, r)
+		if code := map[bool]int{true: exitOK, false: exitPending}[applied == n]; r.code != code || r.stderr != "" {
+			t.Fatalf("status with %d of %d applied: want exit %d and nothing on stderr: %v", applied, n, code, r)
+		}
 		if got, want := statusLines(t, r.stdout), wantStatusApplied(known, applied); !slices.Equal(got, want) {
 			t.Fatalf("status: got %q, want %q", got, want)
 		}
@@ -793,13 +795,15 @@ func testBinaryNotMigrated(t *testing.T, b *weirBinary, be *backend) {
 			t.Fatalf("the database changed:\nbefore %s\nafter  %s", before, after)
 		}
 	})
-	// Migrated part way: the queue commands need migration 3.
+	// Migrated part way: the queue commands need migration 3, and the jobs
+	// commands, which find the job table, must not answer from it.
 	t.Run("partly", func(t *testing.T) {
 		t.Parallel()
 		db := be.fresh(t)
 		wantOK(t, b.run(t, db.env(), append([]string{"migrate", "up", "--target-version", "2"}, db.schema...)...))
 		before := db.state(t)
-		for _, args := range [][]string{{"queues", "pause", "default"}, {"queues", "resume", "default"}, {"queues", "list"}} {
+		for _, args := range [][]string{{"queues", "pause", "default"}, {"queues", "resume", "default"}, {"queues", "list"},
+			{"jobs", "list"}, {"jobs", "list", "--json"}, {"jobs", "show", "1"}, {"jobs", "retry", "1"}} {
 			r := b.run(t, db.env(), append(args, db.schema...)...)
 			wantFailure(t, r, exitFailure, "weir: schema is not migrated: ", "lacks migration 003_create_queue", "run `weir migrate up`")
 		}
@@ -827,7 +831,7 @@ var binaryFailures = []binaryFailure{
 	{name: "UnknownCommand", args: []string{"migrat", "down"}, code: exitUsage, contains: []string{`weir: unknown command "migrat"`}},
 	{name: "MissingURL", args: []string{"migrate", "down"}, url: "none", code: exitUsage, contains: []string{"no database URL", envDatabaseURL}},
 
-	{name: "MigrateUnknownFlag", args: []string{"migrate", "down", "--force"}, code: exitUsage, contains: []string{"weir: migrate down: ", "-force"}},
+	{name: "MigrateUnknownFlag", args: []string{"migrate", "down", "--yes"}, code: exitUsage, contains: []string{"weir: migrate down: ", "-yes"}},
 	{name: "MigrateUnknownAction", args: []string{"migrate", "sideways"}, code: exitUsage, contains: []string{`unknown action "sideways"`}},
 	{name: "MigrateDownURLDoesNotParse", args: []string{"migrate", "down"}, url: "bad", code: exitUsage, contains: []string{"weir: database URL does not parse: "}},
 	{name: "MigrateDownURLDoesNotAnswer", args: []string{"migrate", "down"}, url: "dead", code: exitFailure, contains: []string{"DEAD"}},

@@ -3,7 +3,8 @@
 //
 // Each subcommand lives in a file of its own and registers itself in commands.
 // Every failure prints exactly one line, "weir: <reason>", on stderr and exits
-// non-zero: 2 for a mistake in the command line, 1 for anything else.
+// non-zero: 2 for a mistake in the command line, 1 for anything else. weir
+// migrate status exits 3 when migrations are pending.
 package main
 
 import (
@@ -26,6 +27,7 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // the command failed, e.g. the database did not answer
 	exitUsage   = 2 // the command line is wrong
+	exitPending = 3 // migrate status: migrations are pending
 )
 
 // env is what a subcommand may use of the outside world.
@@ -109,6 +111,8 @@ func report(w io.Writer, err error) int {
 		return exitOK
 	case errors.Is(err, errAlreadyReported):
 		return exitFailure
+	case errors.Is(err, errPending):
+		return exitPending
 	}
 	// An error may quote the server or stored data: escaped like any output.
 	fmt.Fprintf(w, "weir: %s\n", termSafe(oneLine(err.Error())))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,14 +23,18 @@ var migrateCommand = &command{
 const migrateSynopsis = `Usage:
 
     weir migrate up     [--database-url URL] [--schema NAME] [--target-version N]
-    weir migrate down   [--database-url URL] [--schema NAME] [--steps N | --all | --target-version N]
-    weir migrate status [--database-url URL] [--schema NAME]
+    weir migrate down   [--database-url URL] [--schema NAME] [--steps N | --all | --target-version N] [--force]
+    weir migrate status [--database-url URL] [--schema NAME] [--json]
 
 up applies the pending migrations, all of them or up to --target-version, and
 creates the schema if it does not exist.
 down reverts the latest migration, or the latest --steps N, or all of them with
---all (dropping weir's tables), or every one above --target-version.
-status lists every migration this weir knows and whether it is applied.
+--all (dropping weir's tables), or every one above --target-version. It refuses
+to drop the job table while it holds jobs, unless --force.
+status lists every migration this weir knows and whether it is applied, and any
+newer migration the database has. It exits 0 when this weir can run against
+the schema, 3 when migrations are pending, and 1 when the schema has a newer
+migration that is not marked compatible.
 
 Each run is one transaction: it applies everything or nothing. Concurrent runs
 on the same schema wait for each other.
@@ -50,6 +55,8 @@ type migrateOpts struct {
 	steps         int
 	all           bool
 	targetVersion int
+	force         bool
+	json          bool
 }
 
 func migrateFlags(action string) (*flag.FlagSet, *migrateOpts) {
@@ -63,6 +70,9 @@ func migrateFlags(action string) (*flag.FlagSet, *migrateOpts) {
 		fs.IntVar(&o.steps, "steps", 1, "revert the latest `N` migrations")
 		fs.BoolVar(&o.all, "all", false, "revert every migration, dropping weir's tables")
 		fs.IntVar(&o.targetVersion, "target-version", 0, "revert every migration above version `N` (0: all)")
+		fs.BoolVar(&o.force, "force", false, "drop the job table even while it holds jobs, which are lost")
+	case "status":
+		fs.BoolVar(&o.json, "json", false, "print JSON: {version, applied, pending, unknown}")
 	}
 	return fs, o
 }
@@ -144,7 +154,13 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		case isSet(fs, "target-version"):
 			opts = &weirmigrate.DownOpts{TargetVersion: o.targetVersion, All: o.targetVersion == 0}
 		}
+		opts.Force = o.force
 		done, err := m.Down(ctx, opts)
+		var dropErr *weirmigrate.DropsJobsError
+		if errors.As(err, &dropErr) {
+			return fmt.Errorf("%s: reverting %s would drop the job table of %s schema %q, which holds %d %s; nothing was reverted (pass --force to drop them)",
+				cmdName(fs), dropErr.Migration, dropErr.Driver, dropErr.Schema, dropErr.Jobs, plural(dropErr.Jobs, "job"))
+		}
 		if err != nil {
 			return migrateErr(err)
 		}
@@ -155,24 +171,107 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "reverted %s\n", mig)
 		}
 	case "status":
-		status, err := m.Status(ctx)
-		if err != nil {
-			return migrateErr(err)
-		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "VERSION\tNAME\tSTATUS\tAPPLIED AT")
-		for _, s := range status {
-			state, at := "pending", "-"
-			if s.Applied {
-				state, at = "applied", s.AppliedAt.UTC().Format(time.RFC3339)
-			}
-			fmt.Fprintf(tw, "%03d\t%s\t%s\t%s\n", s.Version, s.Name, state, at)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		return migrateStatus(ctx, e, m, o.json)
 	}
 	return nil
+}
+
+// errPending is returned by migrate status when migrations are pending; it
+// exits with exitPending and prints nothing more, since the status did.
+var errPending = errors.New("migrations are pending")
+
+// migrateStatus prints the status of every migration and returns errPending
+// when some are pending, or an error naming the newer migrations that are not
+// marked compatible, so that a deploy script can gate on the exit status.
+func migrateStatus(ctx context.Context, e *env, m *weirmigrate.Migrator, asJSON bool) error {
+	status, err := m.Status(ctx)
+	if err != nil {
+		return migrateErr(err)
+	}
+	if asJSON {
+		err = writeJSON(e.stdout, statusJSON(status))
+	} else {
+		err = writeStatusTable(e.stdout, status)
+	}
+	if err != nil {
+		return err
+	}
+	for _, s := range status {
+		if !s.Applied {
+			return errPending
+		}
+	}
+	if err := m.Check(ctx); err != nil {
+		return migrateErr(err)
+	}
+	return nil
+}
+
+func writeStatusTable(w io.Writer, status []weirmigrate.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tNAME\tSTATUS\tAPPLIED AT")
+	for _, s := range status {
+		state, at := "pending", "-"
+		if s.Applied {
+			state, at = "applied", formatTime(s.AppliedAt)
+		}
+		if s.Unknown {
+			state = "unknown-incompatible"
+			if s.Compatible {
+				state = "unknown-compatible"
+			}
+		}
+		fmt.Fprintf(tw, "%03d\t%s\t%s\t%s\n", s.Version, s.Name, state, at)
+	}
+	return tw.Flush()
+}
+
+// migrationJSON is one migration in migrate status --json.
+type migrationJSON struct {
+	Version   int        `json:"version"`
+	Name      string     `json:"name"`
+	AppliedAt *time.Time `json:"applied_at,omitempty"`
+	// Compatible is set for unknown migrations only: whether they were recorded
+	// as compatible with older weirs.
+	Compatible *bool `json:"compatible,omitempty"`
+}
+
+// statusReport is what migrate status --json prints. Version is the newest
+// applied migration, 0 when none is; Unknown lists the migrations the database
+// has that this weir does not know.
+type statusReport struct {
+	Version int             `json:"version"`
+	Applied []migrationJSON `json:"applied"`
+	Pending []migrationJSON `json:"pending"`
+	Unknown []migrationJSON `json:"unknown"`
+}
+
+func statusJSON(status []weirmigrate.Status) *statusReport {
+	r := &statusReport{Applied: []migrationJSON{}, Pending: []migrationJSON{}, Unknown: []migrationJSON{}}
+	for _, s := range status {
+		j := migrationJSON{Version: s.Version, Name: s.Name}
+		if s.Applied {
+			r.Version = s.Version
+			j.AppliedAt = utcPtr(&s.AppliedAt)
+		}
+		switch {
+		case s.Unknown:
+			j.Compatible = &s.Compatible
+			r.Unknown = append(r.Unknown, j)
+		case s.Applied:
+			r.Applied = append(r.Applied, j)
+		default:
+			r.Pending = append(r.Pending, j)
+		}
+	}
+	return r
+}
+
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }
 
 // migrateErr drops weirmigrate's package prefix, which means nothing to a user.

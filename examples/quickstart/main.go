@@ -64,9 +64,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Start from an empty schema each run: revert every migration, then apply them.
+	// Start from an empty schema each run: revert every migration, dropping the
+	// previous run's jobs (Force, since Down refuses to drop jobs otherwise),
+	// then apply them.
 	migrator := weirmigrate.New(driver)
-	if _, err := migrator.Down(ctx, &weirmigrate.DownOpts{All: true}); err != nil {
+	if _, err := migrator.Down(ctx, &weirmigrate.DownOpts{All: true, Force: true}); err != nil {
 		return err
 	}
 	applied, err := migrator.Up(ctx, nil)

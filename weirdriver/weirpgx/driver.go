@@ -132,7 +132,7 @@ func mustLoadMigrations(fsys fs.FS) []weirdriver.Migration {
 
 // Migrate implements weirdriver.Driver. All migrations of one call run in one
 // transaction that holds an advisory lock keyed by the schema.
-func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, plan func(applied []int) ([]weirdriver.Migration, error)) ([]weirdriver.Migration, error) {
+func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, plan func(state *weirdriver.MigrationState) ([]weirdriver.Migration, error)) ([]weirdriver.Migration, error) {
 	// Read committed whatever the session's default: the statements after the lock
 	// must see what a migrator that held it before us committed.
 	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
@@ -144,29 +144,21 @@ func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, pl
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('weir_migrate:' || $1, 0))", d.schema); err != nil {
 		return nil, fmt.Errorf("take migration lock: %w", err)
 	}
-	ident := pgx.Identifier{d.schema}.Sanitize()
-	var exists bool
-	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL",
-		pgx.Identifier{d.schema, "weir_migration"}.Sanitize()).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
+	applied, err := d.readApplied(ctx, tx)
+	if err != nil {
+		return nil, err
 	}
-	var applied []int
-	if exists {
-		rows, err := tx.Query(ctx, "SELECT version FROM "+ident+".weir_migration ORDER BY version")
-		if err != nil {
-			return nil, fmt.Errorf("read applied migrations: %w", err)
-		}
-		if applied, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil {
-			return nil, fmt.Errorf("read applied migrations: %w", err)
-		}
-	}
-	todo, err := plan(applied)
+	todo, err := plan(&weirdriver.MigrationState{
+		Applied:   applied,
+		CountJobs: func() (int64, error) { return d.countJobs(ctx, tx) },
+	})
 	if err != nil {
 		return nil, err
 	}
 	if len(todo) == 0 {
 		return nil, nil // nothing to do, and nothing created: the deferred rollback ends it
 	}
+	ident := pgx.Identifier{d.schema}.Sanitize()
 	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident); err != nil {
 		return nil, fmt.Errorf("create schema %s: %w", d.schema, err)
 	}
@@ -180,15 +172,14 @@ func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, pl
 		return nil, fmt.Errorf("create migration table: %w", err)
 	}
 	for _, m := range todo {
-		body, record := m.Up, "INSERT INTO weir_migration (version, name) VALUES ($1, $2)"
-		args := []any{m.Version, m.Name}
+		body := m.Up
 		if direction == weirdriver.DirectionDown {
-			body, record, args = m.Down, "DELETE FROM weir_migration WHERE version = $1", args[:1]
+			body = m.Down
 		}
 		if _, err := tx.Exec(ctx, body, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return nil, fmt.Errorf("migrate %s %03d_%s: %w", direction, m.Version, m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, record, args...); err != nil {
+		if err := d.record(ctx, tx, direction, m); err != nil {
 			return nil, fmt.Errorf("record migration %03d_%s: %w", m.Version, m.Name, err)
 		}
 	}
@@ -198,25 +189,59 @@ func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, pl
 	return todo, nil
 }
 
-// MigrationsApplied implements weirdriver.Driver.
-func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMigration, error) {
-	var exists bool
-	err := d.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL",
-		pgx.Identifier{d.schema, "weir_migration"}.Sanitize()).Scan(&exists)
+// record records that m was applied, or deletes its record when it was reverted.
+// The compatible column exists once the migration that adds it ran (it may be m
+// itself, or not yet applied), so the insert names it only then.
+func (d *Driver) record(ctx context.Context, tx pgx.Tx, direction weirdriver.Direction, m weirdriver.Migration) error {
+	if direction == weirdriver.DirectionDown {
+		_, err := tx.Exec(ctx, "DELETE FROM weir_migration WHERE version = $1", m.Version)
+		return err
+	}
+	_, hasCompatible, err := d.migrationTable(ctx, tx)
 	if err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
+		return err
 	}
-	if !exists {
-		return nil, nil
+	if hasCompatible {
+		_, err = tx.Exec(ctx, "INSERT INTO weir_migration (version, name, compatible) VALUES ($1, $2, $3)",
+			m.Version, m.Name, m.Compatible)
+	} else {
+		_, err = tx.Exec(ctx, "INSERT INTO weir_migration (version, name) VALUES ($1, $2)", m.Version, m.Name)
 	}
-	rows, err := d.pool.Query(ctx, "SELECT version, name, applied_at FROM "+
+	return err
+}
+
+// migrationTable reports whether weir_migration exists and whether it has the
+// compatible column, which weir versions before the migration that added it
+// lack.
+func (d *Driver) migrationTable(ctx context.Context, db pgxDB) (exists, hasCompatible bool, err error) {
+	err = db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname = 'compatible' AND NOT attisdropped)`,
+		pgx.Identifier{d.schema, "weir_migration"}.Sanitize()).Scan(&exists, &hasCompatible)
+	if err != nil {
+		return false, false, fmt.Errorf("read applied migrations: %w", err)
+	}
+	return exists, hasCompatible, nil
+}
+
+// readApplied reads the applied migrations through db, a pool or the migration's
+// transaction.
+func (d *Driver) readApplied(ctx context.Context, db pgxDB) ([]weirdriver.AppliedMigration, error) {
+	exists, hasCompatible, err := d.migrationTable(ctx, db)
+	if err != nil || !exists {
+		return nil, err
+	}
+	compatible := "false"
+	if hasCompatible {
+		compatible = "compatible"
+	}
+	rows, err := db.Query(ctx, "SELECT version, name, applied_at, "+compatible+" FROM "+
 		pgx.Identifier{d.schema, "weir_migration"}.Sanitize()+" ORDER BY version")
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}
 	applied, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (weirdriver.AppliedMigration, error) {
 		var m weirdriver.AppliedMigration
-		err := row.Scan(&m.Version, &m.Name, &m.AppliedAt)
+		err := row.Scan(&m.Version, &m.Name, &m.AppliedAt, &m.Compatible)
 		return m, err
 	})
 	if err != nil {
@@ -228,3 +253,29 @@ func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMig
 // NotificationsFailed counts the insert notifications the driver could not send
 // (each is also logged). Workers still find those jobs by polling.
 func (d *Driver) NotificationsFailed() int64 { return d.notifier.failed.Load() }
+
+// countJobs locks weir_job in the mode DROP TABLE takes, so that no job arrives
+// between the count and the drop, and counts its rows.
+func (d *Driver) countJobs(ctx context.Context, tx pgx.Tx) (int64, error) {
+	table := pgx.Identifier{d.schema, "weir_job"}.Sanitize()
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("count jobs: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		return 0, fmt.Errorf("lock %s: %w", table, err)
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count jobs: %w", err)
+	}
+	return n, nil
+}
+
+// MigrationsApplied implements weirdriver.Driver.
+func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMigration, error) {
+	return d.readApplied(ctx, d.pool)
+}

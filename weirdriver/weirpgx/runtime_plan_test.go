@@ -23,7 +23,7 @@ func TestRuntimePlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Migrate(t.Context(), weirdriver.DirectionUp, func([]int) ([]weirdriver.Migration, error) {
+	if _, err := d.Migrate(t.Context(), weirdriver.DirectionUp, func(*weirdriver.MigrationState) ([]weirdriver.Migration, error) {
 		return d.Migrations(), nil
 	}); err != nil {
 		t.Fatal(err)

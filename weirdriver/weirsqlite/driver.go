@@ -237,12 +237,10 @@ func mustLoadMigrations(fsys fs.FS) []weirdriver.Migration {
 	return ms
 }
 
-const migrationTableExists = `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'weir_migration'`
-
 // Migrate implements weirdriver.Driver. All migrations of one call run in one
 // BEGIN IMMEDIATE transaction on the write connection: migrators in this process
 // queue for the connection, and those of other processes for the file's write lock.
-func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, plan func(applied []int) ([]weirdriver.Migration, error)) ([]weirdriver.Migration, error) {
+func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, plan func(state *weirdriver.MigrationState) ([]weirdriver.Migration, error)) ([]weirdriver.Migration, error) {
 	if err := d.takeTurn(ctx); err != nil {
 		return nil, fmt.Errorf("begin migration: %w", err)
 	}
@@ -253,30 +251,16 @@ func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, pl
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 
-	var exists int
-	if err := tx.QueryRowContext(ctx, migrationTableExists).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
+	applied, err := readApplied(ctx, tx)
+	if err != nil {
+		return nil, err
 	}
-	var applied []int
-	if exists > 0 {
-		rows, err := tx.QueryContext(ctx, "SELECT version FROM weir_migration ORDER BY version")
-		if err != nil {
-			return nil, fmt.Errorf("read applied migrations: %w", err)
-		}
-		for rows.Next() {
-			var v int
-			if err := rows.Scan(&v); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("read applied migrations: %w", err)
-			}
-			applied = append(applied, v)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("read applied migrations: %w", err)
-		}
-	}
-	todo, err := plan(applied)
+	todo, err := plan(&weirdriver.MigrationState{
+		Applied: applied,
+		// The transaction holds the file's write lock since BEGIN IMMEDIATE: no job
+		// arrives between the count and a drop.
+		CountJobs: func() (int64, error) { return countJobs(ctx, tx) },
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -291,15 +275,14 @@ func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, pl
 	}
 	now := time.Now().UnixMicro()
 	for _, m := range todo {
-		body, record := m.Up, "INSERT INTO weir_migration (version, name, applied_at) VALUES (?1, ?2, ?3)"
-		args := []any{m.Version, m.Name, now}
+		body := m.Up
 		if direction == weirdriver.DirectionDown {
-			body, record, args = m.Down, "DELETE FROM weir_migration WHERE version = ?1", args[:1]
+			body = m.Down
 		}
 		if _, err := tx.ExecContext(ctx, body); err != nil {
 			return nil, fmt.Errorf("migrate %s %03d_%s: %w", direction, m.Version, m.Name, err)
 		}
-		if _, err := tx.ExecContext(ctx, record, args...); err != nil {
+		if err := record(ctx, tx, direction, m, now); err != nil {
 			return nil, fmt.Errorf("record migration %03d_%s: %w", m.Version, m.Name, err)
 		}
 	}
@@ -309,16 +292,53 @@ func (d *Driver) Migrate(ctx context.Context, direction weirdriver.Direction, pl
 	return todo, nil
 }
 
-// MigrationsApplied implements weirdriver.Driver.
-func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMigration, error) {
-	var exists int
-	if err := d.reader.QueryRowContext(ctx, migrationTableExists).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
+// record records that m was applied, or deletes its record when it was reverted.
+// The compatible column exists once the migration that adds it ran (it may be m
+// itself, or not yet applied), so the insert names it only then.
+func record(ctx context.Context, tx *sql.Tx, direction weirdriver.Direction, m weirdriver.Migration, now int64) error {
+	if direction == weirdriver.DirectionDown {
+		_, err := tx.ExecContext(ctx, "DELETE FROM weir_migration WHERE version = ?1", m.Version)
+		return err
 	}
-	if exists == 0 {
-		return nil, nil
+	_, hasCompatible, err := migrationTable(ctx, tx)
+	if err != nil {
+		return err
 	}
-	rows, err := d.reader.QueryContext(ctx, "SELECT version, name, applied_at FROM weir_migration ORDER BY version")
+	if hasCompatible {
+		_, err = tx.ExecContext(ctx, "INSERT INTO weir_migration (version, name, applied_at, compatible) VALUES (?1, ?2, ?3, ?4)",
+			m.Version, m.Name, now, m.Compatible)
+	} else {
+		_, err = tx.ExecContext(ctx, "INSERT INTO weir_migration (version, name, applied_at) VALUES (?1, ?2, ?3)",
+			m.Version, m.Name, now)
+	}
+	return err
+}
+
+// migrationTable reports whether weir_migration exists and whether it has the
+// compatible column, which weir versions before the migration that added it
+// lack.
+func migrationTable(ctx context.Context, db queryer) (exists, hasCompatible bool, err error) {
+	err = db.QueryRowContext(ctx, `SELECT
+		EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'weir_migration'),
+		EXISTS (SELECT 1 FROM pragma_table_info('weir_migration') WHERE name = 'compatible')`).Scan(&exists, &hasCompatible)
+	if err != nil {
+		return false, false, fmt.Errorf("read applied migrations: %w", err)
+	}
+	return exists, hasCompatible, nil
+}
+
+// readApplied reads the applied migrations through db, the read pool or the
+// migration's transaction.
+func readApplied(ctx context.Context, db queryer) ([]weirdriver.AppliedMigration, error) {
+	exists, hasCompatible, err := migrationTable(ctx, db)
+	if err != nil || !exists {
+		return nil, err
+	}
+	compatible := "0"
+	if hasCompatible {
+		compatible = "compatible"
+	}
+	rows, err := db.QueryContext(ctx, "SELECT version, name, applied_at, "+compatible+" FROM weir_migration ORDER BY version")
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}
@@ -329,7 +349,7 @@ func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMig
 			m  weirdriver.AppliedMigration
 			at int64
 		)
-		if err := rows.Scan(&m.Version, &m.Name, &at); err != nil {
+		if err := rows.Scan(&m.Version, &m.Name, &at, &m.Compatible); err != nil {
 			return nil, fmt.Errorf("read applied migrations: %w", err)
 		}
 		m.AppliedAt = fromMicros(at)
@@ -339,4 +359,25 @@ func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMig
 		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}
 	return applied, nil
+}
+
+// countJobs counts the rows of weir_job, or returns 0 when it does not exist.
+func countJobs(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var exists bool
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'weir_job')").Scan(&exists); err != nil {
+		return 0, fmt.Errorf("count jobs: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var n int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM weir_job").Scan(&n); err != nil {
+		return 0, fmt.Errorf("count jobs: %w", err)
+	}
+	return n, nil
+}
+
+// MigrationsApplied implements weirdriver.Driver.
+func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMigration, error) {
+	return readApplied(ctx, d.reader)
 }

@@ -176,7 +176,8 @@ func TestMigrateDownAndUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(down) != 3 || down[0].String() != "003_create_queue" || down[2].String() != "001_create_job" {
+	n := len(d.Migrations())
+	if len(down) != n || down[n-1].String() != "001_create_job" {
 		t.Fatalf("down: %v", down)
 	}
 	var tables int
@@ -187,11 +188,81 @@ func TestMigrateDownAndUp(t *testing.T) {
 		t.Fatalf("%d weir tables or indexes left after down", tables)
 	}
 	up, err := m.Up(testCtx(t), nil)
-	if err != nil || len(up) != 3 {
+	if err != nil || len(up) != n {
 		t.Fatalf("up again: %v, %v", up, err)
 	}
 	if err := m.Check(testCtx(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDownRefusesToDropJobs checks that reverting the migration that drops the
+// job table is refused while it holds jobs, naming how many, and changes
+// nothing; Force drops them.
+func TestDownRefusesToDropJobs(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	m := weirmigrate.New(d)
+	if _, err := d.Executor().JobInsert(testCtx(t), []*weirdriver.JobInsertParams{job("k", "q"), job("k", "q")}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(d.Migrations())
+	for _, opts := range []*weirmigrate.DownOpts{{All: true}, {Steps: n}, {TargetVersion: 0, All: true}} {
+		done, err := m.Down(testCtx(t), opts)
+		var dropErr *weirmigrate.DropsJobsError
+		if !errors.As(err, &dropErr) || dropErr.Jobs != 2 || dropErr.Migration.String() != "001_create_job" ||
+			!strings.Contains(err.Error(), "would drop the 2 jobs") {
+			t.Fatalf("down %+v: reverted %v, error %v; want a DropsJobsError counting 2 jobs", *opts, done, err)
+		}
+	}
+	if err := m.Check(testCtx(t)); err != nil {
+		t.Fatalf("after the refusals: %v", err)
+	}
+	var jobs int
+	if err := d.DB().QueryRowContext(testCtx(t), "SELECT count(*) FROM weir_job").Scan(&jobs); err != nil || jobs != 2 {
+		t.Fatalf("jobs after the refusals: %d, %v", jobs, err)
+	}
+	// Reverting what does not drop the job table needs no force.
+	if done, err := m.Down(testCtx(t), &weirmigrate.DownOpts{TargetVersion: 1}); err != nil || len(done) != n-1 {
+		t.Fatalf("down to 1: %v, %v", done, err)
+	}
+	done, err := m.Down(testCtx(t), &weirmigrate.DownOpts{All: true, Force: true})
+	if err != nil || len(done) != 1 || done[0].String() != "001_create_job" {
+		t.Fatalf("forced down: %v, %v", done, err)
+	}
+}
+
+// TestNewerMigrations checks that a database with a migration this weir does
+// not know passes Check only when the migration is marked compatible.
+func TestNewerMigrations(t *testing.T) {
+	t.Parallel()
+	for _, compatible := range []bool{true, false} {
+		t.Run(fmt.Sprint(compatible), func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			m := weirmigrate.New(d)
+			next := len(d.Migrations()) + 1
+			if _, err := d.DB().ExecContext(testCtx(t), "INSERT INTO weir_migration (version, name, applied_at, compatible) VALUES (?1, 'from_the_future', 0, ?2)",
+				next, compatible); err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%03d_from_the_future", next)
+			err := m.Check(testCtx(t))
+			if compatible && err != nil {
+				t.Fatalf("check with compatible %s: %v", name, err)
+			}
+			if !compatible && (!errors.Is(err, weirmigrate.ErrIncompatible) || !strings.Contains(err.Error(), name)) {
+				t.Fatalf("check with %s not marked: %v, want ErrIncompatible naming it", name, err)
+			}
+			status, err := m.Status(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := status[len(status)-1]
+			if len(status) != next || last.String() != name || !last.Unknown || !last.Applied || last.Compatible != compatible {
+				t.Fatalf("status ends with %+v", last)
+			}
+		})
 	}
 }
 

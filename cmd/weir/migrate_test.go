@@ -1,0 +1,225 @@
+package main
+
+import (
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirdriver/weirsqlite"
+)
+
+// migrateDB is a database weir migrate runs on in these tests, on either
+// backend.
+type migrateDB struct {
+	flags []string
+	known []weirdriver.Migration
+	// exec runs a statement on the database, outside weir; "TABLE" in it stands
+	// for weir_migration, qualified where needed.
+	exec func(t *testing.T, sql string, args ...any)
+}
+
+func migrateDBs(t *testing.T) map[string]*migrateDB {
+	schema := dbtest.Schema(t)
+	path := filepath.Join(t.TempDir(), "weir.db")
+	return map[string]*migrateDB{
+		"postgres": {
+			flags: []string{"--database-url", dbtest.URL(), "--schema", schema},
+			known: knownMigrations(),
+			exec: func(t *testing.T, stmt string, args ...any) {
+				t.Helper()
+				stmt = strings.ReplaceAll(stmt, "TABLE", pgx.Identifier{schema, "weir_migration"}.Sanitize())
+				if _, err := dbtest.Pool(t, nil).Exec(t.Context(), stmt, args...); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		"sqlite": {
+			flags: []string{"--database-url", "sqlite:" + path},
+			known: (&weirsqlite.Driver{}).Migrations(),
+			exec: func(t *testing.T, stmt string, args ...any) {
+				t.Helper()
+				db, err := sql.Open("sqlite", path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				stmt = strings.ReplaceAll(strings.ReplaceAll(stmt, "TABLE", "weir_migration"), "$", "?")
+				if _, err := db.ExecContext(t.Context(), stmt, args...); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+	}
+}
+
+// TestMigrateDownRefusesToDropJobs checks that every way of reverting the
+// migration that drops the job table fails while it holds jobs, saying how
+// many and to pass --force, and changes nothing; --force drops them.
+func TestMigrateDownRefusesToDropJobs(t *testing.T) {
+	t.Parallel()
+	for name, db := range migrateDBs(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			weir := func(args ...string) result { t.Helper(); return runWeir(t, nil, append(args, db.flags...)...) }
+			wantOK(t, weir("migrate", "up"))
+			wantOK(t, weir("enqueue", "--kind", "k", "--count", "2"))
+			state := func() string {
+				t.Helper()
+				r := weir("migrate", "status", "--json")
+				wantOK(t, r)
+				jobs := weir("jobs", "list", "--json")
+				wantOK(t, jobs)
+				return r.stdout + jobs.stdout
+			}
+			before := state()
+			n := len(db.known)
+			for _, args := range [][]string{{"--all"}, {"--target-version", "0"}, {"--steps", fmt.Sprint(n)}} {
+				r := weir(append([]string{"migrate", "down"}, args...)...)
+				wantFailure(t, r, exitFailure, "weir: migrate down: reverting 001_create_job would drop the job table of ",
+					"which holds 2 jobs; nothing was reverted (pass --force to drop them)")
+			}
+			if after := state(); after != before {
+				t.Fatalf("refused downs changed the database:\nbefore %s\nafter  %s", before, after)
+			}
+			// Keeping the job table needs no force.
+			r := weir("migrate", "down", "--target-version", "1")
+			wantOK(t, r)
+			r = weir("migrate", "down", "--all", "--force")
+			wantOK(t, r)
+			if r.stdout != "reverted 001_create_job\n" {
+				t.Fatalf("down --all --force printed %q", r.stdout)
+			}
+		})
+	}
+}
+
+// statusReportOf decodes migrate status --json.
+func statusReportOf(t *testing.T, out string) *statusReport {
+	t.Helper()
+	var r statusReport
+	decodeJSON(t, out, &r)
+	return &r
+}
+
+func versionsOf(ms []migrationJSON) []int {
+	var out []int
+	for _, m := range ms {
+		out = append(out, m.Version)
+	}
+	return out
+}
+
+// TestMigrateStatusExit checks migrate status's exit status, which a deploy
+// script gates on (0 ready, 3 pending, 1 newer and not compatible), its JSON,
+// and that it lists migrations this weir does not know.
+func TestMigrateStatusExit(t *testing.T) {
+	t.Parallel()
+	for name, db := range migrateDBs(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			weir := func(args ...string) result { t.Helper(); return runWeir(t, nil, append(args, db.flags...)...) }
+			n := len(db.known)
+			all := make([]int, n)
+			for i, m := range db.known {
+				all[i] = m.Version
+			}
+			if name == "sqlite" {
+				wantOK(t, weir("migrate", "up", "--target-version", "1"))
+				wantOK(t, weir("migrate", "down", "--all"))
+			}
+
+			// Nothing applied: pending.
+			r := weir("migrate", "status")
+			if r.code != exitPending || r.stderr != "" {
+				t.Fatalf("status before up: want exit 3 and nothing on stderr: %v", r)
+			}
+			if got, want := statusLines(t, r.stdout), wantStatusApplied(db.known, 0); !slices.Equal(got, want) {
+				t.Fatalf("status before up: got %q, want %q", got, want)
+			}
+			r = weir("migrate", "status", "--json")
+			if r.code != exitPending || r.stderr != "" {
+				t.Fatalf("status --json before up: %v", r)
+			}
+			rep := statusReportOf(t, r.stdout)
+			if rep.Version != 0 || len(rep.Applied) != 0 || !slices.Equal(versionsOf(rep.Pending), all) || len(rep.Unknown) != 0 {
+				t.Fatalf("status --json before up: %+v", rep)
+			}
+
+			// Part way: still pending.
+			wantOK(t, weir("migrate", "up", "--target-version", fmt.Sprint(n-1)))
+			r = weir("migrate", "status", "--json")
+			rep = statusReportOf(t, r.stdout)
+			if r.code != exitPending || rep.Version != n-1 || !slices.Equal(versionsOf(rep.Pending), all[n-1:]) {
+				t.Fatalf("status --json part way: %v", r)
+			}
+
+			// Up to date.
+			wantOK(t, weir("migrate", "up"))
+			r = weir("migrate", "status")
+			wantOK(t, r)
+			if got, want := statusLines(t, r.stdout), wantStatusApplied(db.known, n); !slices.Equal(got, want) {
+				t.Fatalf("status after up: got %q, want %q", got, want)
+			}
+			r = weir("migrate", "status", "--json")
+			wantOK(t, r)
+			rep = statusReportOf(t, r.stdout)
+			if rep.Version != n || !slices.Equal(versionsOf(rep.Applied), all) || len(rep.Pending) != 0 || len(rep.Unknown) != 0 {
+				t.Fatalf("status --json after up: %+v", rep)
+			}
+			for _, a := range rep.Applied {
+				if a.AppliedAt == nil || time.Since(*a.AppliedAt) > time.Hour || a.Compatible != nil {
+					t.Errorf("applied migration in JSON: %+v", a)
+				}
+			}
+
+			// A newer migration, marked compatible: this weir may run.
+			next := n + 1
+			newer := fmt.Sprintf("%03d add_column", next)
+			db.exec(t, "INSERT INTO TABLE (version, name, applied_at, compatible) VALUES ($1, 'add_column', $2, $3)",
+				next, appliedAt(name), true)
+			r = weir("migrate", "status")
+			wantOK(t, r)
+			if got, want := statusLines(t, r.stdout), append(wantStatusApplied(db.known, n), newer+" unknown-compatible"); !slices.Equal(got, want) {
+				t.Fatalf("status with a compatible newer migration: got %q, want %q", got, want)
+			}
+			r = weir("migrate", "status", "--json")
+			wantOK(t, r)
+			rep = statusReportOf(t, r.stdout)
+			if rep.Version != next || len(rep.Applied) != n || len(rep.Unknown) != 1 || rep.Unknown[0].Version != next ||
+				rep.Unknown[0].Name != "add_column" || rep.Unknown[0].Compatible == nil || !*rep.Unknown[0].Compatible {
+				t.Fatalf("status --json with a compatible newer migration: %s", r.stdout)
+			}
+			wantOK(t, weir("jobs", "list"))
+
+			// Not marked compatible: this weir must not run.
+			db.exec(t, "UPDATE TABLE SET compatible = $1 WHERE version = $2", false, next)
+			r = weir("migrate", "status")
+			if r.code != exitFailure || strings.Count(r.stderr, "\n") != 1 ||
+				!strings.Contains(r.stderr, fmt.Sprintf("%03d_add_column", next)) || !strings.Contains(r.stderr, "not marked compatible") {
+				t.Fatalf("status with an incompatible newer migration: %v", r)
+			}
+			if got, want := statusLines(t, r.stdout), append(wantStatusApplied(db.known, n), newer+" unknown-incompatible"); !slices.Equal(got, want) {
+				t.Fatalf("status with an incompatible newer migration: got %q, want %q", got, want)
+			}
+			wantFailure(t, weir("jobs", "list"), exitFailure, "weir: schema is newer than this weir: ",
+				fmt.Sprintf("%03d_add_column", next), "upgrade weir")
+			wantFailure(t, weir("migrate", "down"), exitFailure, fmt.Sprintf("%03d_add_column", next), "upgrade weir")
+		})
+	}
+}
+
+// appliedAt is a time as the backend's migration table holds it.
+func appliedAt(backend string) any {
+	if backend == "sqlite" {
+		return time.Now().UnixMicro()
+	}
+	return time.Now()
+}

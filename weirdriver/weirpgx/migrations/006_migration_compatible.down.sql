@@ -1,0 +1,1 @@
+ALTER TABLE weir_migration DROP COLUMN compatible;

@@ -189,7 +189,7 @@ func TestMigration005MovesTimesIntoRange(t *testing.T) {
 		t.Fatal("005 left weir_enqueue as it was")
 	}
 
-	if _, err := m.Down(ctx, nil); err != nil {
+	if _, err := m.Down(ctx, &weirmigrate.DownOpts{TargetVersion: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if def := fnDef(); def != def004 {

@@ -192,7 +192,7 @@ func (c *Client) Start(ctx context.Context) error {
 		rt.services.Wait()
 		<-rt.completerDone
 		rt.events.stopHooks(ctx) // subscriptions stay: Start may be tried again
-		c.started = false // nothing runs: Start may be tried again
+		c.started = false        // nothing runs: Start may be tried again
 		return fmt.Errorf("weir: start maintenance: %w", err)
 	}
 	for _, p := range rt.producers {

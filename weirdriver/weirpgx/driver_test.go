@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/weirq/weir/internal/dbtest"
-	"github.com/weirq/weir/internal/drivertest"
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirdriver/weirdrivertest"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirmigrate"
 )
@@ -27,7 +27,7 @@ func setup(t *testing.T) weirdriver.Driver {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	drivertest.Run(t, setup)
+	weirdrivertest.Run(t, setup)
 }
 
 func TestNewRejectsBadSchema(t *testing.T) {

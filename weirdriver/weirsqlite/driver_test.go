@@ -17,8 +17,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/weirq/weir/internal/drivertest"
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirdriver/weirdrivertest"
 	"github.com/weirq/weir/weirdriver/weirsqlite"
 	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirtype"
@@ -55,7 +55,7 @@ func setup(t *testing.T) weirdriver.Driver { return newDB(t) }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	drivertest.Run(t, setup)
+	weirdrivertest.Run(t, setup)
 }
 
 func testCtx(t testing.TB) context.Context {

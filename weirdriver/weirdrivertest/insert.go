@@ -1,0 +1,254 @@
+package weirdrivertest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+func params(kind, queue string, args string) *weirdriver.JobInsertParams {
+	return &weirdriver.JobInsertParams{
+		Kind: kind, Queue: queue, Args: json.RawMessage(args), Priority: 2, MaxAttempts: 3,
+	}
+}
+
+func insertOne(t *testing.T, d weirdriver.Driver, p *weirdriver.JobInsertParams) *weirtype.JobRow {
+	t.Helper()
+	res, err := d.Executor().JobInsert(ctx(t), []*weirdriver.JobInsertParams{p})
+	if err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	return res[0].Job
+}
+
+func testInsertReturnsJobsInOrder(t *testing.T, d weirdriver.Driver) {
+	var batch []*weirdriver.JobInsertParams
+	for i := range 20 {
+		p := params(fmt.Sprintf("kind%d", i), "q", fmt.Sprintf(`{"n":%d}`, i))
+		p.Tags = []string{"t", fmt.Sprint(i)}
+		p.Metadata = json.RawMessage(`{"m":1}`)
+		p.Priority = 1 + i%4
+		batch = append(batch, p)
+	}
+	res, err := d.Executor().JobInsert(ctx(t), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(batch) {
+		t.Fatalf("got %d results for %d jobs", len(res), len(batch))
+	}
+	for i, r := range res {
+		j := r.Job
+		if r.Duplicate {
+			t.Errorf("job %d: duplicate", i)
+		}
+		if j.Kind != batch[i].Kind || j.Priority != batch[i].Priority || j.State != weirtype.JobStateAvailable {
+			t.Errorf("job %d: got kind %s priority %d state %s", i, j.Kind, j.Priority, j.State)
+		}
+		var args struct{ N int }
+		if err := json.Unmarshal(j.Args, &args); err != nil || args.N != i {
+			t.Errorf("job %d: args %s", i, j.Args)
+		}
+		if !slices.Equal(j.Tags, []string{"t", fmt.Sprint(i)}) {
+			t.Errorf("job %d: tags %v", i, j.Tags)
+		}
+		if j.Attempt != 0 || j.MaxAttempts != 3 || j.LeaseToken != 0 || j.LeaseExpiresAt != nil || len(j.Errors) != 0 {
+			t.Errorf("job %d: not fresh: %+v", i, j)
+		}
+		if i > 0 && j.ID <= res[i-1].Job.ID {
+			t.Errorf("ids not increasing: %d after %d", j.ID, res[i-1].Job.ID)
+		}
+		got, err := d.Executor().JobGet(ctx(t), j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Metadata) != `{"m": 1}` && string(got.Metadata) != `{"m":1}` {
+			t.Errorf("job %d: metadata %s", i, got.Metadata)
+		}
+	}
+}
+
+func testInsertScheduledInFuture(t *testing.T, d weirdriver.Driver) {
+	p := params("k", "q", `{}`)
+	p.ScheduledAt = time.Now().Add(time.Hour)
+	job := insertOne(t, d, p)
+	if job.State != weirtype.JobStateScheduled {
+		t.Fatalf("state %s, want scheduled", job.State)
+	}
+	if !job.ScheduledAt.Equal(p.ScheduledAt.Truncate(time.Microsecond)) {
+		t.Fatalf("scheduled_at %v, want %v", job.ScheduledAt, p.ScheduledAt)
+	}
+	p.ScheduledAt = time.Now().Add(-time.Hour)
+	if job := insertOne(t, d, p); job.State != weirtype.JobStateAvailable {
+		t.Fatalf("past schedule: state %s, want available", job.State)
+	}
+}
+
+func testInsertUnique(t *testing.T, d weirdriver.Driver) {
+	unique := func() *weirdriver.JobInsertParams {
+		p := params("u", "q", `{}`)
+		p.UniqueKey = []byte("key-1")
+		p.UniqueStates = []weirtype.JobState{
+			weirtype.JobStateScheduled, weirtype.JobStateAvailable,
+			weirtype.JobStateRunning, weirtype.JobStateRetryable,
+		}
+		return p
+	}
+	first := insertOne(t, d, unique())
+	res, err := d.Executor().JobInsert(ctx(t), []*weirdriver.JobInsertParams{unique(), params("other", "q", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Duplicate || res[0].Job.ID != first.ID {
+		t.Fatalf("second insert: duplicate=%v id=%d, want duplicate of %d", res[0].Duplicate, res[0].Job.ID, first.ID)
+	}
+	if res[1].Duplicate {
+		t.Fatal("a job without a unique key was reported as a duplicate")
+	}
+	if !slices.Equal(first.UniqueStates, unique().UniqueStates) || string(first.UniqueKey) != "key-1" {
+		t.Fatalf("unique fields not stored: %q %v", first.UniqueKey, first.UniqueStates)
+	}
+	// Once the holder leaves the unique states, the key is free again.
+	if _, err := d.Executor().JobCancel(ctx(t), first.ID); err != nil {
+		t.Fatal(err)
+	}
+	again := insertOne(t, d, unique())
+	if again.ID == first.ID {
+		t.Fatal("insert after cancel returned the cancelled job")
+	}
+	// Retrying the cancelled job would give two live jobs the same key.
+	if _, err := d.Executor().JobRetry(ctx(t), first.ID); !errors.Is(err, weirdriver.ErrUniqueConflict) {
+		t.Fatalf("retry of a job whose key is taken: %v, want ErrUniqueConflict", err)
+	}
+}
+
+func testInsertBulk(t *testing.T, d weirdriver.Driver) {
+	var batch []*weirdriver.JobInsertParams
+	for i := range 500 {
+		p := params("bulk", fmt.Sprintf("q%d", i%3), fmt.Sprintf(`{"n":%d}`, i))
+		if i%10 == 0 {
+			p.ScheduledAt = time.Now().Add(time.Hour)
+		}
+		p.Tags = []string{"b"}
+		batch = append(batch, p)
+	}
+	jobs, err := d.Executor().JobInsertBulk(ctx(t), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != len(batch) {
+		t.Fatalf("got %d jobs for %d", len(jobs), len(batch))
+	}
+	for i, j := range jobs {
+		got, err := d.Executor().JobGet(ctx(t), j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != j.State || got.Queue != batch[i].Queue || !slices.Equal(got.Tags, []string{"b"}) ||
+			!got.CreatedAt.Equal(j.CreatedAt) || !got.ScheduledAt.Equal(j.ScheduledAt) {
+			t.Fatalf("job %d: stored %+v, returned %+v", i, got, j)
+		}
+		want := weirtype.JobStateAvailable
+		if i%10 == 0 {
+			want = weirtype.JobStateScheduled
+		}
+		if got.State != want {
+			t.Fatalf("job %d: state %s, want %s", i, got.State, want)
+		}
+	}
+}
+
+func testTxRollbackLeavesNothing(t *testing.T, d weirdriver.Driver) {
+	tx, err := d.Executor().Begin(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tx.JobInsert(ctx(t), []*weirdriver.JobInsertParams{params("k", "q", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Executor().JobGet(ctx(t), res[0].Job.ID); !errors.Is(err, weirdriver.ErrNotFound) {
+		t.Fatalf("job after rollback: %v, want ErrNotFound", err)
+	}
+}
+
+// insertAt inserts a job into queue with the given priority and schedule.
+func insertAt(t *testing.T, d weirdriver.Driver, queue string, priority int, at time.Time) *weirtype.JobRow {
+	t.Helper()
+	p := params("k", queue, `{}`)
+	p.Priority = priority
+	p.ScheduledAt = at
+	return insertOne(t, d, p)
+}
+
+// testRuntimeNotifies checks that the statements that make jobs available wake
+// workers of those queues, and the others do not.
+// testInsertNotifies: an insert outside a transaction wakes the workers of each
+// queue that got an available job, once it has committed; a scheduled job and
+// a duplicate wake nobody.
+func testInsertNotifies(t *testing.T, d weirdriver.Driver) {
+	l := listen(t, d, d.InsertChannel())
+	unique := func() *weirdriver.JobInsertParams {
+		p := params("u", "ins-unique", `{}`)
+		p.UniqueKey = []byte("notify-key")
+		p.UniqueStates = []weirtype.JobState{weirtype.JobStateAvailable}
+		return p
+	}
+	later := params("k", "ins-later", `{}`)
+	later.ScheduledAt = time.Now().Add(time.Hour)
+	insertOne(t, d, params("k", "ins-now", `{}`))
+	insertOne(t, d, later)
+	insertOne(t, d, unique())
+	if got := notificationsBefore(t, d, l, "marker-1"); !slices.Equal(got, []string{"ins-now", "ins-unique"}) {
+		t.Fatalf("inserts notified %v, want [ins-now ins-unique]", got)
+	}
+	if res, err := d.Executor().JobInsert(ctx(t), []*weirdriver.JobInsertParams{unique()}); err != nil || !res[0].Duplicate {
+		t.Fatalf("second unique insert: %+v, %v; want a duplicate", res, err)
+	}
+	if got := notificationsBefore(t, d, l, "marker-2"); len(got) != 0 {
+		t.Fatalf("a duplicate insert notified %v", got)
+	}
+}
+
+// testInsertNotifiesConcurrently: inserts from many goroutines at once, which a
+// driver may notify for together, still wake the workers of every queue.
+func testInsertNotifiesConcurrently(t *testing.T, d weirdriver.Driver) {
+	l := listen(t, d, d.InsertChannel())
+	const goroutines, each = 16, 10
+	var wg sync.WaitGroup
+	errs := make([]error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			for range each {
+				p := params("k", fmt.Sprintf("conc-%d", g), `{}`)
+				if _, err := d.Executor().JobInsert(ctx(t), []*weirdriver.JobInsertParams{p}); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, q := range notificationsBefore(t, d, l, "marker") {
+		got[q] = true
+	}
+	for g := range goroutines {
+		if q := fmt.Sprintf("conc-%d", g); !got[q] {
+			t.Errorf("no notification for queue %s (got %v)", q, got)
+		}
+	}
+}

@@ -372,8 +372,8 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Executor, params []
 	for i, p := range params {
 		ip, err := c.insertParams(p.Args, p.InsertOpts, now, &check)
 		if err != nil {
-			if len(params) > 1 {
-				return nil, invalidf("job %d of %d: %s", i+1, len(params), strings.TrimPrefix(err.Error(), invalidPrefix))
+			if invalid, ok := errors.AsType[*InvalidError](err); ok && len(params) > 1 {
+				return nil, &InvalidError{Job: i + 1, Jobs: len(params), Message: invalid.Message}
 			}
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package weir
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
@@ -26,3 +27,30 @@ var (
 	// know and one of them is not marked compatible; the error names them.
 	ErrSchemaIncompatible = weirmigrate.ErrIncompatible
 )
+
+// InvalidError is the error for bad input: args, options, names, configuration.
+// errors.Is(err, ErrInvalid) holds for it, and nothing was written when it is
+// returned. A command or a service can show Message to whoever gave the input,
+// and Job and Jobs say which job of a batch it is about.
+type InvalidError struct {
+	// Job is the 1-based position of the bad job in a batch of Jobs; both are 0
+	// when the error is not about one job of a batch of several.
+	Job, Jobs int
+	// Message says what was wrong, naming the field or setting.
+	Message string
+}
+
+func (e *InvalidError) Error() string {
+	if e.Jobs > 1 {
+		return fmt.Sprintf("weir: %s: job %d of %d: %s", ErrInvalid, e.Job, e.Jobs, e.Message)
+	}
+	return fmt.Sprintf("weir: %s: %s", ErrInvalid, e.Message)
+}
+
+// Is reports whether target is ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// invalidf returns an *InvalidError with the formatted message.
+func invalidf(format string, args ...any) error {
+	return &InvalidError{Message: fmt.Sprintf(format, args...)}
+}

@@ -116,13 +116,6 @@ func truncate(s string) string {
 	return s
 }
 
-// invalidPrefix starts every message of an ErrInvalid error.
-const invalidPrefix = "weir: invalid: "
-
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("weir: %w: "+format, append([]any{ErrInvalid}, args...)...)
-}
-
 // insertParams validates args and opts and returns what the driver writes. now is
 // the client's clock, used only to place a unique job in its period.
 // check reads the args' and metadata's JSON once more for what the stores cannot

@@ -159,6 +159,16 @@ func TestInsertManyIsAllOrNothing(t *testing.T) {
 		if !errors.Is(err, weir.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("size %d: %v, want an error naming %q", size, err, want)
 		}
+		// The position and the message are fields, for a caller to show as it likes.
+		invalid, ok := errors.AsType[*weir.InvalidError](err)
+		if !ok || invalid.Job != size/2+1 || invalid.Jobs != size || !strings.Contains(invalid.Message, "priority") ||
+			strings.Contains(invalid.Message, "job ") {
+			t.Fatalf("size %d: %#v, want an *InvalidError for job %d of %d about the priority", size, invalid, size/2+1, size)
+		}
+	}
+	_, err := b.client.Insert(testCtx(t), noopArgs{}, &weir.InsertOpts{Priority: 9})
+	if invalid, ok := errors.AsType[*weir.InvalidError](err); !ok || invalid.Job != 0 || invalid.Jobs != 0 {
+		t.Fatalf("single insert: %#v, want an *InvalidError about no batch", err)
 	}
 	if n := b.count(t, "true"); n != 0 {
 		t.Fatalf("%d jobs written", n)

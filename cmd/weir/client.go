@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
-	"regexp"
 	"strings"
 
 	"github.com/weirq/weir"
@@ -28,22 +27,16 @@ func openClient(ctx context.Context, f *dbFlags) (*weir.Client, func(), error) {
 	return client, db.Close, nil
 }
 
-// batchPosition is how the client names a job's place in a batch.
-var batchPosition = regexp.MustCompile(`^job \d+ of \d+: `)
-
 // clientErr turns an error of the client into the one weir prints. Bad input
-// (weir.ErrInvalid) is a mistake in the command line, reported as the client
-// worded it, after the command's name. A schema that is not migrated is
-// reported with the client's advice to run `weir migrate up`. Other errors lose
-// the client's "weir: " prefix, which report adds again, and any password the
-// database URL holds, should the driver quote it.
+// (a *weir.InvalidError) is a mistake in the command line, reported with the
+// client's message after the command's name; the job's position in a batch is
+// left out, since enqueue --count inserts identical copies. A schema that is not
+// migrated is reported with the client's advice to run `weir migrate up`. Other
+// errors lose the client's "weir: " prefix, which report adds again, and any
+// password the database URL holds, should the driver quote it.
 func (f *dbFlags) clientErr(fs *flag.FlagSet, err error) error {
-	if msg, ok := wrapperOf(err, weir.ErrInvalid); ok {
-		msg = strings.TrimPrefix(msg, "weir: "+weir.ErrInvalid.Error()+": ")
-		// enqueue --count inserts identical copies: the failing copy's position
-		// ("job 1 of 5: ") says nothing the command line does not.
-		msg = batchPosition.ReplaceAllString(msg, "")
-		return usagef("%s: %s", cmdName(fs), msg)
+	if invalid, ok := errors.AsType[*weir.InvalidError](err); ok {
+		return usagef("%s: %s", cmdName(fs), invalid.Message)
 	}
 	if msg, ok := wrapperOf(err, weir.ErrNotMigrated); ok {
 		return errors.New(msg)

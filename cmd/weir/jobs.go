@@ -50,19 +50,13 @@ job they cannot change gets a line "weir: job ID: <reason>" on stderr, and the
 command exits 1 after trying every id.
 `
 
-func jobsUsage(w io.Writer) {
-	fmt.Fprint(w, jobsSynopsis)
-	for _, action := range []string{"list", "show", "retry"} {
-		fs, _ := jobsFlags(action)
-		name := fs.Name()
-		if action == "retry" {
-			// retry, cancel and delete take the same flags.
-			name = "weir jobs retry, cancel and delete"
-		}
-		fmt.Fprintf(w, "\nFlags of %s:\n\n", name)
-		printDefaults(w, fs)
-	}
+var jobsGroup = &actionGroup{
+	name: "jobs", actions: []string{"list", "show", "retry", "cancel", "delete"}, synopsis: jobsSynopsis,
+	flags:     func(action string) *flag.FlagSet { fs, _ := jobsFlags(action); return fs },
+	sameFlags: []string{"retry", "cancel", "delete"},
 }
+
+func jobsUsage(w io.Writer) { jobsGroup.usage(w) }
 
 // jobsOpts are the flags of weir jobs' actions.
 type jobsOpts struct {
@@ -94,17 +88,9 @@ func jobsFlags(action string) (*flag.FlagSet, *jobsOpts) {
 }
 
 func runJobs(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		return usagef("jobs: missing action: list, show, retry, cancel or delete (run `weir jobs -h`)")
-	}
-	action := args[0]
-	switch action {
-	case "-h", "-help", "--help":
-		jobsUsage(e.stdout)
-		return flag.ErrHelp
-	case "list", "show", "retry", "cancel", "delete":
-	default:
-		return usagef("jobs: unknown action %q: want list, show, retry, cancel or delete (run `weir jobs -h`)", action)
+	action, err := jobsGroup.action(e, args)
+	if err != nil {
+		return err
 	}
 	fs, o := jobsFlags(action)
 	positional, err := parseArgs(e, fs, args[1:], jobsUsage)

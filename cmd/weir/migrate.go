@@ -40,14 +40,12 @@ Each run is one transaction: it applies everything or nothing. Concurrent runs
 on the same schema wait for each other.
 `
 
-func migrateUsage(w io.Writer) {
-	fmt.Fprint(w, migrateSynopsis)
-	for _, action := range []string{"up", "down", "status"} {
-		fs, _ := migrateFlags(action)
-		fmt.Fprintf(w, "\nFlags of %s:\n\n", fs.Name())
-		printDefaults(w, fs)
-	}
+var migrateGroup = &actionGroup{
+	name: "migrate", actions: []string{"up", "down", "status"}, synopsis: migrateSynopsis,
+	flags: func(action string) *flag.FlagSet { fs, _ := migrateFlags(action); return fs },
 }
+
+func migrateUsage(w io.Writer) { migrateGroup.usage(w) }
 
 // migrateOpts are the flags of weir migrate's actions.
 type migrateOpts struct {
@@ -78,17 +76,9 @@ func migrateFlags(action string) (*flag.FlagSet, *migrateOpts) {
 }
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		return usagef("migrate: missing action: up, down or status (run `weir migrate -h`)")
-	}
-	action := args[0]
-	switch action {
-	case "-h", "-help", "--help":
-		migrateUsage(e.stdout)
-		return flag.ErrHelp
-	case "up", "down", "status":
-	default:
-		return usagef("migrate: unknown action %q: want up, down or status (run `weir migrate -h`)", action)
+	action, err := migrateGroup.action(e, args)
+	if err != nil {
+		return err
 	}
 	fs, o := migrateFlags(action)
 	if err := parseFlags(e, fs, args[1:], migrateUsage); err != nil {

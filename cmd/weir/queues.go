@@ -39,14 +39,12 @@ resume lets clients start the queue's jobs again. Resuming a queue that is not
 paused changes nothing.
 `
 
-func queuesUsage(w io.Writer) {
-	fmt.Fprint(w, queuesSynopsis)
-	for _, action := range []string{"list", "pause", "resume"} {
-		fs, _ := queuesFlags(action)
-		fmt.Fprintf(w, "\nFlags of %s:\n\n", fs.Name())
-		printDefaults(w, fs)
-	}
+var queuesGroup = &actionGroup{
+	name: "queues", actions: []string{"list", "pause", "resume"}, synopsis: queuesSynopsis,
+	flags: func(action string) *flag.FlagSet { fs, _ := queuesFlags(action); return fs },
 }
+
+func queuesUsage(w io.Writer) { queuesGroup.usage(w) }
 
 // queuesOpts are the flags of weir queues' actions.
 type queuesOpts struct {
@@ -69,17 +67,9 @@ func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
 }
 
 func runQueues(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		return usagef("queues: missing action: list, pause or resume (run `weir queues -h`)")
-	}
-	action := args[0]
-	switch action {
-	case "-h", "-help", "--help":
-		queuesUsage(e.stdout)
-		return flag.ErrHelp
-	case "list", "pause", "resume":
-	default:
-		return usagef("queues: unknown action %q: want list, pause or resume (run `weir queues -h`)", action)
+	action, err := queuesGroup.action(e, args)
+	if err != nil {
+		return err
 	}
 	fs, o := queuesFlags(action)
 	positional, err := parseArgs(e, fs, args[1:], queuesUsage)

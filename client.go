@@ -106,7 +106,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	started bool
-	rt      *runtime // set by Start
+	eng     *engine // set by Start
 }
 
 // NewClient returns a client on driver. It does no I/O; a schema that is not
@@ -293,16 +293,16 @@ func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*I
 // once, without waiting for the notification's round trip.
 func (c *Client) wakeLocal(results []*InsertResult) {
 	c.mu.Lock()
-	rt := c.rt
+	e := c.eng
 	c.mu.Unlock()
-	if rt == nil {
+	if e == nil {
 		return
 	}
 	for _, r := range results {
 		if r.Duplicate || r.Job.State != JobStateAvailable {
 			continue
 		}
-		if p := rt.producers[r.Job.Queue]; p != nil {
+		if p := e.producers[r.Job.Queue]; p != nil {
 			p.poke()
 		}
 	}

@@ -28,7 +28,7 @@ const completerMaxBatch = 2000
 // because its lease can no longer be trusted; Stop drains them all before it stops
 // the heartbeat.
 type completer struct {
-	rt *runtime
+	eng *engine
 
 	mu      sync.Mutex
 	queue   []*finalization
@@ -44,8 +44,8 @@ type completer struct {
 	drained   chan struct{} // closed when pending falls to 0, if someone waits
 }
 
-func newCompleter(rt *runtime) *completer {
-	return &completer{rt: rt, more: make(chan struct{}, 1)}
+func newCompleter(e *engine) *completer {
+	return &completer{eng: e, more: make(chan struct{}, 1)}
 }
 
 // submit queues f for writing. After the completer closed (an abandoned handler
@@ -56,8 +56,8 @@ func (c *completer) submit(f *finalization) {
 	if c.closed {
 		c.mu.Unlock()
 		c.noteUnwritten(f)
-		c.rt.stats.abandoned.Add(1)
-		c.rt.logger.Warn("weir: outcome dropped after stop; rescue will take the job",
+		c.eng.stats.abandoned.Add(1)
+		c.eng.logger.Warn("weir: outcome dropped after stop; rescue will take the job",
 			"job_id", f.job.row.ID, "lease_token", f.job.token)
 		return
 	}
@@ -172,7 +172,7 @@ func (c *completer) loop(ctx context.Context) {
 				c.abandonAll()
 				return
 			}
-			c.rt.logger.Warn("weir: write outcomes; retrying", "jobs", len(batch), "error", err)
+			c.eng.logger.Warn("weir: write outcomes; retrying", "jobs", len(batch), "error", err)
 			retry = batch
 			t := time.NewTimer(backoff)
 			select {
@@ -197,7 +197,7 @@ func (c *completer) dropInvalid(batch []*finalization) []*finalization {
 	kept := batch[:0]
 	var dropped []*finalization
 	for _, f := range batch {
-		if c.rt.leases.valid(f.job, now) {
+		if c.eng.leases.valid(f.job, now) {
 			kept = append(kept, f)
 		} else {
 			dropped = append(dropped, f)
@@ -218,24 +218,24 @@ func (c *completer) write(ctx context.Context, batch []*finalization) error {
 	// A write that hangs (the database or the network stalled) is cut when the
 	// leases could no longer be trusted anyway; it is then retried only for the
 	// leases still trusted (dropInvalid) and the rest are abandoned.
-	wctx, cancel := context.WithTimeout(ctx, c.rt.leaseBudget())
-	applied, err := c.rt.exec.JobFinalize(wctx, params)
+	wctx, cancel := context.WithTimeout(ctx, c.eng.leaseBudget())
+	applied, err := c.eng.exec.JobFinalize(wctx, params)
 	cancel()
 	if err != nil {
 		return err
 	}
 	for i, f := range batch {
-		c.rt.leases.remove(f.job)
+		c.eng.leases.remove(f.job)
 		if applied[i] {
-			c.rt.stats.finalized.Add(1)
+			c.eng.stats.finalized.Add(1)
 			if f.prefetched {
-				c.rt.stats.released.Add(1)
+				c.eng.stats.released.Add(1)
 			}
-			c.rt.events.emit(f.event, f.job.row, f.err, f.ran)
+			c.eng.events.emit(f.event, f.job.row, f.err, f.ran)
 			continue
 		}
 		c.noteUnwritten(f)
-		c.rt.staleWrite(f.job, string(f.params.Outcome))
+		c.eng.staleWrite(f.job, string(f.params.Outcome))
 	}
 	c.resolve(len(batch))
 	return nil
@@ -243,10 +243,10 @@ func (c *completer) write(ctx context.Context, batch []*finalization) error {
 
 func (c *completer) abandon(batch []*finalization, why string) {
 	for _, f := range batch {
-		c.rt.leases.remove(f.job)
+		c.eng.leases.remove(f.job)
 		c.noteUnwritten(f)
-		c.rt.stats.abandoned.Add(1)
-		c.rt.logger.Warn("weir: outcome abandoned; rescue will take the job", "job_id", f.job.row.ID,
+		c.eng.stats.abandoned.Add(1)
+		c.eng.logger.Warn("weir: outcome abandoned; rescue will take the job", "job_id", f.job.row.ID,
 			"lease_token", f.job.token, "outcome", f.params.Outcome, "reason", why)
 	}
 	c.resolve(len(batch))

@@ -23,10 +23,10 @@ const earlyRenewGap = 100 * time.Millisecond
 // The renewal runs in a goroutine of the heartbeat's own, so that a renewal that
 // hangs (the database is unreachable, a row is locked) never delays the deadline
 // checks, which run four times per interval.
-func (rt *runtime) heartbeat(ctx context.Context) {
-	tick := time.NewTicker(rt.cfg.HeartbeatInterval)
+func (e *engine) heartbeat(ctx context.Context) {
+	tick := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer tick.Stop()
-	check := time.NewTicker(max(rt.cfg.HeartbeatInterval/4, time.Millisecond))
+	check := time.NewTicker(max(e.cfg.HeartbeatInterval/4, time.Millisecond))
 	defer check.Stop()
 	early := time.NewTimer(time.Hour)
 	early.Stop()
@@ -45,7 +45,7 @@ func (rt *runtime) heartbeat(ctx context.Context) {
 	start := func() {
 		inFlight, wanted, lastStart = true, false, time.Now()
 		renewing.Go(func() {
-			rt.renew(ctx)
+			e.renew(ctx)
 			done <- struct{}{}
 		})
 	}
@@ -67,7 +67,7 @@ func (rt *runtime) heartbeat(ctx context.Context) {
 			if !inFlight {
 				start()
 			}
-		case <-rt.renewRequest:
+		case <-e.renewRequest:
 			wanted = true
 			startEarly()
 		case <-early.C:
@@ -76,7 +76,7 @@ func (rt *runtime) heartbeat(ctx context.Context) {
 			inFlight = false
 			startEarly()
 		case now := <-check.C:
-			rt.expireDeadlines(now)
+			e.expireDeadlines(now)
 		}
 	}
 }
@@ -84,69 +84,69 @@ func (rt *runtime) heartbeat(ctx context.Context) {
 // leaseBudget is how long after a claim or renewal is sent the client trusts the
 // lease: the lease duration minus one heartbeat interval of margin, so that a
 // handler is cancelled before the database lets another worker take its job.
-func (rt *runtime) leaseBudget() time.Duration {
-	return rt.cfg.LeaseDuration - rt.cfg.HeartbeatInterval
+func (e *engine) leaseBudget() time.Duration {
+	return e.cfg.LeaseDuration - e.cfg.HeartbeatInterval
 }
 
-func (rt *runtime) renew(ctx context.Context) {
+func (e *engine) renew(ctx context.Context) {
 	// A slow renewal still helps as long as it lands while the leases are trusted;
 	// the deadline checks run apart from it.
-	ctx, cancel := context.WithTimeout(ctx, rt.leaseBudget())
+	ctx, cancel := context.WithTimeout(ctx, e.leaseBudget())
 	defer cancel()
-	ids, tokens := rt.leases.snapshot()
+	ids, tokens := e.leases.snapshot()
 	if len(ids) == 0 {
 		return
 	}
 	sent := time.Now()
-	rt.stats.renewals.Add(1)
-	res, err := rt.exec.JobRenew(ctx, &weirdriver.JobRenewParams{
-		IDs: ids, LeaseTokens: tokens, LeaseDuration: rt.cfg.LeaseDuration,
+	e.stats.renewals.Add(1)
+	res, err := e.exec.JobRenew(ctx, &weirdriver.JobRenewParams{
+		IDs: ids, LeaseTokens: tokens, LeaseDuration: e.cfg.LeaseDuration,
 	})
 	if err != nil {
-		if ctx.Err() == nil || rt.hardCtx.Err() == nil {
-			rt.logger.Warn("weir: renew leases", "leases", len(ids), "error", err)
+		if ctx.Err() == nil || e.hardCtx.Err() == nil {
+			e.logger.Warn("weir: renew leases", "leases", len(ids), "error", err)
 		}
 		return
 	}
-	deadline := sent.Add(rt.leaseBudget())
+	deadline := sent.Add(e.leaseBudget())
 	tokenOf := make(map[int64]int64, len(ids))
 	for i, id := range ids {
 		tokenOf[id] = tokens[i]
 	}
-	rt.leases.mu.Lock()
-	defer rt.leases.mu.Unlock()
+	e.leases.mu.Lock()
+	defer e.leases.mu.Unlock()
 	for _, id := range res.Renewed {
-		if j := rt.leases.jobs[id]; j != nil && j.token == tokenOf[id] && !j.lost {
+		if j := e.leases.jobs[id]; j != nil && j.token == tokenOf[id] && !j.lost {
 			j.deadline = deadline
 		}
 	}
 	for _, id := range res.CancelRequested {
-		if j := rt.leases.jobs[id]; j != nil && j.cancel != nil {
+		if j := e.leases.jobs[id]; j != nil && j.cancel != nil {
 			j.cancel(ErrJobCancelRequested)
 		}
 	}
 	for _, id := range res.Lost {
-		if j := rt.leases.jobs[id]; j != nil && j.token == tokenOf[id] {
-			rt.loseLocked(j, "renewal found the lease gone")
+		if j := e.leases.jobs[id]; j != nil && j.token == tokenOf[id] {
+			e.loseLocked(j, "renewal found the lease gone")
 		}
 	}
 }
 
 // expireDeadlines treats leases past their local deadline as lost.
-func (rt *runtime) expireDeadlines(now time.Time) {
-	rt.leases.mu.Lock()
-	defer rt.leases.mu.Unlock()
-	for _, j := range rt.leases.jobs {
+func (e *engine) expireDeadlines(now time.Time) {
+	e.leases.mu.Lock()
+	defer e.leases.mu.Unlock()
+	for _, j := range e.leases.jobs {
 		if !j.lost && !now.Before(j.deadline) {
-			rt.loseLocked(j, "no renewal reached the database in time")
+			e.loseLocked(j, "no renewal reached the database in time")
 		}
 	}
 }
 
 // loseLocked marks j's lease lost and cancels its handler. A buffered job is
 // dropped from its producer's buffer; a finalizing one is abandoned by the
-// completer. rt.leases.mu is held.
-func (rt *runtime) loseLocked(j *heldJob, why string) {
+// completer. e.leases.mu is held.
+func (e *engine) loseLocked(j *heldJob, why string) {
 	j.lost = true
 	if j.state == heldFinalizing {
 		// Most often its outcome was just written, which the completer will say;
@@ -154,13 +154,22 @@ func (rt *runtime) loseLocked(j *heldJob, why string) {
 		// there. Either way the outcome is no longer retried.
 		return
 	}
-	rt.stats.leasesLost.Add(1)
-	rt.logger.Warn("weir: lease lost", "job_id", j.row.ID, "lease_token", j.token, "reason", why)
-	rt.events.emit(EventLeaseLost, j.row, nil, 0)
+	e.stats.leasesLost.Add(1)
+	e.logger.Warn("weir: lease lost", "job_id", j.row.ID, "lease_token", j.token, "reason", why)
+	e.events.emit(EventLeaseLost, j.row, nil, 0)
 	switch j.state {
 	case heldRunning:
 		j.cancel(ErrLeaseLost)
 	case heldBuffered:
-		delete(rt.leases.jobs, j.row.ID)
+		delete(e.leases.jobs, j.row.ID)
+	}
+}
+
+// renewSoon asks the heartbeat for an early renewal, which reports the running
+// jobs whose cancel was requested. It never blocks; requests coalesce.
+func (e *engine) renewSoon() {
+	select {
+	case e.renewRequest <- struct{}{}:
+	default:
 	}
 }

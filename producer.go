@@ -38,7 +38,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 // producer claims and runs the jobs of one queue. It owns the goroutines of the
 // handlers it starts.
 type producer struct {
-	rt    *runtime
+	eng   *engine
 	queue string
 	cfg   QueueConfig
 	wake  chan struct{} // capacity 1: a pending wake-up
@@ -63,9 +63,9 @@ type producer struct {
 	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
 }
 
-func newProducer(rt *runtime, queue string, cfg QueueConfig) *producer {
+func newProducer(e *engine, queue string, cfg QueueConfig) *producer {
 	return &producer{
-		rt: rt, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
+		eng: e, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
 		claiming: true,
 	}
 }
@@ -159,7 +159,7 @@ func (p *producer) loop(ctx context.Context) {
 		lastClaim = time.Now()
 		got, more, err := p.fill()
 		lastEmpty = got == 0
-		wait := p.rt.cfg.FetchPollInterval
+		wait := p.eng.cfg.FetchPollInterval
 		switch {
 		case err != nil:
 			wait = min(wait, time.Second) // a failed claim (a dropped connection) is retried soon
@@ -186,29 +186,29 @@ func (p *producer) fill() (got int, more bool, err error) {
 	// and interrupted only when Stop's budget runs out, or when it takes so long that
 	// its leases could no longer be trusted anyway: an interrupted claim may have
 	// committed, leaving its jobs to rescue.
-	ctx, cancel := context.WithTimeout(p.rt.hardCtx, p.rt.leaseBudget())
+	ctx, cancel := context.WithTimeout(p.eng.hardCtx, p.eng.leaseBudget())
 	defer cancel()
 	sent := time.Now()
-	rows, err := p.rt.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
-		Queue: p.queue, Max: room, ClientID: p.rt.clientID, LeaseDuration: p.rt.cfg.LeaseDuration,
+	rows, err := p.eng.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
+		Queue: p.queue, Max: room, ClientID: p.eng.clientID, LeaseDuration: p.eng.cfg.LeaseDuration,
 	})
-	p.rt.stats.claims.Add(1)
+	p.eng.stats.claims.Add(1)
 	if err != nil {
-		if p.rt.hardCtx.Err() == nil {
-			p.rt.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)
+		if p.eng.hardCtx.Err() == nil {
+			p.eng.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)
 		}
 		return 0, false, err
 	}
 	if len(rows) == 0 {
 		return 0, false, nil
 	}
-	deadline := sent.Add(p.rt.leaseBudget())
+	deadline := sent.Add(p.eng.leaseBudget())
 	jobs := make([]*heldJob, len(rows))
 	for i, row := range rows {
 		jobs[i] = &heldJob{row: row, token: row.LeaseToken, state: heldBuffered, deadline: deadline}
-		jobs[i].work = prepare(p.rt.cfg.Workers.byKind[row.Kind], row)
+		jobs[i].work = prepare(p.eng.cfg.Workers.byKind[row.Kind], row)
 	}
-	p.rt.leases.add(jobs)
+	p.eng.leases.add(jobs)
 
 	p.mu.Lock()
 	p.buffer = append(p.buffer, jobs...)
@@ -232,7 +232,7 @@ func (p *producer) startBufferedLocked() {
 		j := p.buffer[0]
 		p.buffer[0] = nil
 		p.buffer = p.buffer[1:]
-		if !p.rt.markRunning(j) {
+		if !p.eng.markRunning(j) {
 			continue // the lease was lost while the job waited
 		}
 		p.running++
@@ -278,10 +278,10 @@ func (p *producer) work(j *heldJob) {
 // run runs one attempt of j and hands its outcome to the completer; work then
 // frees the slot.
 func (p *producer) run(j *heldJob) {
-	rt := p.rt
-	ctx := rt.handlerContext(j)
-	entry := rt.cfg.Workers.byKind[j.row.Kind]
-	timeout := rt.cfg.JobTimeout
+	e := p.eng
+	ctx := e.handlerContext(j)
+	entry := e.cfg.Workers.byKind[j.row.Kind]
+	timeout := e.cfg.JobTimeout
 	if entry != nil && entry.timeout != nil {
 		if t := entry.timeout(j.row); t != 0 {
 			timeout = t
@@ -293,20 +293,20 @@ func (p *producer) run(j *heldJob) {
 		defer cancel()
 	}
 
-	rt.events.emit(EventJobStarted, j.row, nil, 0)
+	e.events.emit(EventJobStarted, j.row, nil, 0)
 	start := time.Now()
 	err := invoke(ctx, j.work)
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx)
-	fin := rt.finalization(j, entry, err, cause, elapsed)
-	rt.logFailure(j, fin, cause)
+	fin := e.finalization(j, entry, err, cause, elapsed)
+	e.logFailure(j, fin, cause)
 
 	// The outcome is tracked by the completer before the slot frees: Stop waits
 	// for idle handlers and then for the completer to drain, so a finalization
 	// submitted after the slot freed could miss the drain and be lost (the Awa
 	// 0.6 bug).
-	rt.handlerReturned(j)
-	rt.completer.submit(fin)
+	e.handlerReturned(j)
+	e.completer.submit(fin)
 }
 
 // prepare returns the call of row's handler with its decoded args. A panic
@@ -352,8 +352,8 @@ func (p *producer) releaseBuffered() {
 	p.buffer = nil
 	p.mu.Unlock()
 	for _, j := range buffered {
-		p.rt.handlerReturned(j) // it never ran; mark it finalizing
-		p.rt.completer.submit(&finalization{job: j, params: weirdriver.JobFinalizeParams{
+		p.eng.handlerReturned(j) // it never ran; mark it finalizing
+		p.eng.completer.submit(&finalization{job: j, params: weirdriver.JobFinalizeParams{
 			ID: j.row.ID, LeaseToken: j.token, Outcome: weirdriver.OutcomeReturn,
 		}, event: EventJobReleased, prefetched: true})
 	}

@@ -2,7 +2,7 @@
  * weir.pml: a model of weir's lease protocol, for the spin model checker.
  *
  * docs/model.md says what this covers, what it leaves out, and how each step maps
- * to the runtime (producer.go, heartbeat.go, completer.go, runtime.go), to the
+ * to the runtime (producer.go, heartbeat.go, completer.go, engine.go), to the
  * maintenance leader (internal/maintenance/tasks.go) and to the statements of
  * weirdriver/weirpgx/runtime_queries.go. model/check.sh runs it (`make model`).
  *
@@ -308,7 +308,7 @@ proctype worker(byte w) {
 	:: atomic { hs[w] == BUFFERED && life[w] == STOPPING -> hout[w] = RETURN; hs[w] = FINALIZING;
 		printf("w%d: buffered job %d to be returned\n", w, hj[w]) }
 
-	/* -- the handler returns (producer.go run, runtime.go finalization) ------ */
+	/* -- the handler returns (producer.go run, outcome.go finalization) ------ */
 	:: atomic { hs[w] == HANDLER ->
 		if
 		:: hout[w] = COMPLETE                           /* nil */
@@ -357,7 +357,7 @@ proctype worker(byte w) {
 	:: atomic { hs[w] != IDLE && hbfail[w] && !lost[w] -> lost[w] = true;
 		printf("w%d: local lease deadline of job %d passes: lease lost\n", w, hj[w]) }
 
-	/* -- Stop (runtime.go shutdown) ------------------------------------------ */
+	/* -- Stop (shutdown.go shutdown) ----------------------------------------- */
 	:: atomic { life[w] == UP -> life[w] = STOPPING;     /* 1. stop claiming */
 #ifdef HB_STOP_EARLY
 		hbfail[w] = (hs[w] != IDLE);                     /* no more renewals */

@@ -98,7 +98,7 @@ func (c *Client) Start(ctx context.Context) error {
 	cfg := &c.config
 	e := &engine{
 		cfg: cfg, clientID: cfg.ID, exec: c.driver.Executor(), driver: c.driver,
-		logger: cfg.Logger, limited: newLogLimiter(cfg.Logger, time.Now, logLinesPerSecond), events: c.events, stats: &stats{}, leases: newLeaseTable(),
+		logger: cfg.Logger, limited: newLogLimiter(cfg.Logger, time.Now, logLinesPerSecond), events: c.events, stats: &stats{},
 		renewRequest: make(chan struct{}, 1),
 		producers:    map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
 		baseCtx: context.WithoutCancel(ctx),
@@ -106,6 +106,7 @@ func (c *Client) Start(ctx context.Context) error {
 	e.claimCtx, e.stopClaim = context.WithCancel(context.Background())
 	e.hardCtx, e.hardCancel = context.WithCancel(context.Background())
 	e.serviceCtx, e.serviceCancel = context.WithCancel(e.hardCtx)
+	e.leases = newLeaseTable(e.leaseLost)
 	e.completer = newCompleter(e)
 	// A new leader must be able to rescue within a lease duration plus a rescue
 	// interval of a crash (G9), even when the crashed client led: its term (3
@@ -141,34 +142,4 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.eng = e
 	return nil
-}
-
-// handlerContext returns the context j's handler runs with (set by markRunning).
-func (e *engine) handlerContext(j *heldJob) context.Context {
-	e.leases.mu.Lock()
-	defer e.leases.mu.Unlock()
-	return j.ctx
-}
-
-// markRunning moves a buffered job to running and gives it a cancellable context,
-// unless its lease was lost while it waited.
-func (e *engine) markRunning(j *heldJob) bool {
-	e.leases.mu.Lock()
-	defer e.leases.mu.Unlock()
-	if j.lost {
-		return false
-	}
-	j.state = heldRunning
-	j.ctx, j.cancel = context.WithCancelCause(e.baseCtx)
-	return true
-}
-
-// handlerReturned moves j to finalizing.
-func (e *engine) handlerReturned(j *heldJob) {
-	e.leases.mu.Lock()
-	defer e.leases.mu.Unlock()
-	j.state = heldFinalizing
-	if j.cancel != nil {
-		j.cancel(context.Canceled) // release the context's resources
-	}
 }

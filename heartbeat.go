@@ -76,7 +76,7 @@ func (e *engine) heartbeat(ctx context.Context) {
 			inFlight = false
 			startEarly()
 		case now := <-check.C:
-			e.expireDeadlines(now)
+			e.leases.expire(now)
 		}
 	}
 }
@@ -108,61 +108,15 @@ func (e *engine) renew(ctx context.Context) {
 		}
 		return
 	}
-	deadline := sent.Add(e.leaseBudget())
-	tokenOf := make(map[int64]int64, len(ids))
-	for i, id := range ids {
-		tokenOf[id] = tokens[i]
-	}
-	e.leases.mu.Lock()
-	defer e.leases.mu.Unlock()
-	for _, id := range res.Renewed {
-		if j := e.leases.jobs[id]; j != nil && j.token == tokenOf[id] && !j.lost {
-			j.deadline = deadline
-		}
-	}
-	for _, id := range res.CancelRequested {
-		if j := e.leases.jobs[id]; j != nil && j.cancel != nil {
-			j.cancel(ErrJobCancelRequested)
-		}
-	}
-	for _, id := range res.Lost {
-		if j := e.leases.jobs[id]; j != nil && j.token == tokenOf[id] {
-			e.loseLocked(j, "renewal found the lease gone")
-		}
-	}
+	e.leases.applyRenewal(ids, tokens, res, sent.Add(e.leaseBudget()))
 }
 
-// expireDeadlines treats leases past their local deadline as lost.
-func (e *engine) expireDeadlines(now time.Time) {
-	e.leases.mu.Lock()
-	defer e.leases.mu.Unlock()
-	for _, j := range e.leases.jobs {
-		if !j.lost && !now.Before(j.deadline) {
-			e.loseLocked(j, "no renewal reached the database in time")
-		}
-	}
-}
-
-// loseLocked marks j's lease lost and cancels its handler. A buffered job is
-// dropped from its producer's buffer; a finalizing one is abandoned by the
-// completer. e.leases.mu is held.
-func (e *engine) loseLocked(j *heldJob, why string) {
-	j.lost = true
-	if j.state == heldFinalizing {
-		// Most often its outcome was just written, which the completer will say;
-		// if the lease was truly lost, the write comes back stale and is counted
-		// there. Either way the outcome is no longer retried.
-		return
-	}
+// leaseLost counts, logs and publishes a lease found lost while its handler runs
+// or waits. The lease table calls it with its mutex held.
+func (e *engine) leaseLost(j *heldJob, why string) {
 	e.stats.leasesLost.Add(1)
 	e.logger.Warn("weir: lease lost", "job_id", j.row.ID, "lease_token", j.token, "reason", why)
 	e.events.emit(EventLeaseLost, j.row, nil, 0)
-	switch j.state {
-	case heldRunning:
-		j.cancel(ErrLeaseLost)
-	case heldBuffered:
-		delete(e.leases.jobs, j.row.ID)
-	}
 }
 
 // renewSoon asks the heartbeat for an early renewal, which reports the running

@@ -76,11 +76,7 @@ func (e *engine) notify(n *weirdriver.Notification) {
 			e.limited.log(slog.LevelWarn, "weir: unknown control message", "", "payload", truncate(n.Payload))
 			return
 		}
-		e.leases.mu.Lock()
-		j := e.leases.jobs[id]
-		running := j != nil && j.state == heldRunning
-		e.leases.mu.Unlock()
-		if running {
+		if e.leases.isRunning(id) {
 			e.renewSoon()
 		}
 	}

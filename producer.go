@@ -232,7 +232,7 @@ func (p *producer) startBufferedLocked() {
 		j := p.buffer[0]
 		p.buffer[0] = nil
 		p.buffer = p.buffer[1:]
-		if !p.eng.markRunning(j) {
+		if !p.eng.leases.markRunning(j, p.eng.baseCtx) {
 			continue // the lease was lost while the job waited
 		}
 		p.running++
@@ -279,7 +279,7 @@ func (p *producer) work(j *heldJob) {
 // frees the slot.
 func (p *producer) run(j *heldJob) {
 	e := p.eng
-	ctx := e.handlerContext(j)
+	ctx := e.leases.handlerContext(j)
 	entry := e.cfg.Workers.byKind[j.row.Kind]
 	timeout := e.cfg.JobTimeout
 	if entry != nil && entry.timeout != nil {
@@ -305,7 +305,7 @@ func (p *producer) run(j *heldJob) {
 	// for idle handlers and then for the completer to drain, so a finalization
 	// submitted after the slot freed could miss the drain and be lost (the Awa
 	// 0.6 bug).
-	e.handlerReturned(j)
+	e.leases.markReturned(j)
 	e.completer.submit(fin)
 }
 
@@ -352,7 +352,7 @@ func (p *producer) releaseBuffered() {
 	p.buffer = nil
 	p.mu.Unlock()
 	for _, j := range buffered {
-		p.eng.handlerReturned(j) // it never ran; mark it finalizing
+		p.eng.leases.markReturned(j) // it never ran; mark it finalizing
 		p.eng.completer.submit(&finalization{job: j, params: weirdriver.JobFinalizeParams{
 			ID: j.row.ID, LeaseToken: j.token, Outcome: weirdriver.OutcomeReturn,
 		}, event: EventJobReleased, prefetched: true})

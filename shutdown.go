@@ -167,24 +167,14 @@ func (e *engine) waitIdle(ctx context.Context) bool {
 
 // cancelHandlers cancels every running handler with cause ErrShutdown.
 func (e *engine) cancelHandlers() {
-	e.leases.mu.Lock()
-	defer e.leases.mu.Unlock()
-	for _, j := range e.leases.jobs {
-		if j.state == heldRunning {
-			j.cancel(ErrShutdown)
-		}
-	}
+	e.leases.cancelRunning(ErrShutdown)
 }
 
 // runningJobs names the jobs whose handlers have not returned.
 func (e *engine) runningJobs() string {
-	e.leases.mu.Lock()
-	defer e.leases.mu.Unlock()
 	var names []string
-	for _, j := range e.leases.jobs {
-		if j.state == heldRunning {
-			names = append(names, "job "+strconv.FormatInt(j.row.ID, 10)+" ("+j.row.Kind+")")
-		}
+	for _, row := range e.leases.running() {
+		names = append(names, "job "+strconv.FormatInt(row.ID, 10)+" ("+row.Kind+")")
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")

@@ -2,8 +2,10 @@ package weir
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
@@ -13,7 +15,6 @@ import (
 type finalization struct {
 	job    *heldJob
 	params weirdriver.JobFinalizeParams
-	event  EventKind
 	err    error         // the attempt's error, for events
 	ran    time.Duration // how long the handler ran
 	// prefetched is set for a job given back before its handler started.
@@ -23,12 +24,28 @@ type finalization struct {
 // completerMaxBatch bounds one finalize statement.
 const completerMaxBatch = 2000
 
+// completerDeps is what the completer works with.
+type completerDeps struct {
+	exec   weirdriver.Executor
+	leases *leaseTable
+	logger *slog.Logger
+	// leaseBudget is how long after a claim or renewal is sent a lease is trusted:
+	// a write that takes longer is cut.
+	leaseBudget time.Duration
+	// finalized counts outcomes written, released the prefetched jobs among them
+	// given back, and abandoned the outcomes not written.
+	finalized, released, abandoned *atomic.Int64
+	// written is told of each outcome written; stale of each write that matched
+	// nothing (the lease had been lost).
+	written, stale func(*finalization)
+}
+
 // completer writes outcomes in batches, each batch one fenced statement. Every
 // finalization submitted is tracked until it is written, found stale, or abandoned
 // because its lease can no longer be trusted; Stop drains them all before it stops
 // the heartbeat.
 type completer struct {
-	eng *engine
+	completerDeps
 
 	mu      sync.Mutex
 	queue   []*finalization
@@ -44,8 +61,8 @@ type completer struct {
 	drained   chan struct{} // closed when pending falls to 0, if someone waits
 }
 
-func newCompleter(e *engine) *completer {
-	return &completer{eng: e, more: make(chan struct{}, 1)}
+func newCompleter(deps completerDeps) *completer {
+	return &completer{completerDeps: deps, more: make(chan struct{}, 1)}
 }
 
 // submit queues f for writing. After the completer closed (an abandoned handler
@@ -56,8 +73,8 @@ func (c *completer) submit(f *finalization) {
 	if c.closed {
 		c.mu.Unlock()
 		c.noteUnwritten(f)
-		c.eng.stats.abandoned.Add(1)
-		c.eng.logger.Warn("weir: outcome dropped after stop; rescue will take the job",
+		c.abandoned.Add(1)
+		c.logger.Warn("weir: outcome dropped after stop; rescue will take the job",
 			"job_id", f.job.row.ID, "lease_token", f.job.token)
 		return
 	}
@@ -172,7 +189,7 @@ func (c *completer) loop(ctx context.Context) {
 				c.abandonAll()
 				return
 			}
-			c.eng.logger.Warn("weir: write outcomes; retrying", "jobs", len(batch), "error", err)
+			c.logger.Warn("weir: write outcomes; retrying", "jobs", len(batch), "error", err)
 			retry = batch
 			t := time.NewTimer(backoff)
 			select {
@@ -197,7 +214,7 @@ func (c *completer) dropInvalid(batch []*finalization) []*finalization {
 	kept := batch[:0]
 	var dropped []*finalization
 	for _, f := range batch {
-		if c.eng.leases.valid(f.job, now) {
+		if c.leases.valid(f.job, now) {
 			kept = append(kept, f)
 		} else {
 			dropped = append(dropped, f)
@@ -218,24 +235,24 @@ func (c *completer) write(ctx context.Context, batch []*finalization) error {
 	// A write that hangs (the database or the network stalled) is cut when the
 	// leases could no longer be trusted anyway; it is then retried only for the
 	// leases still trusted (dropInvalid) and the rest are abandoned.
-	wctx, cancel := context.WithTimeout(ctx, c.eng.leaseBudget())
-	applied, err := c.eng.exec.JobFinalize(wctx, params)
+	wctx, cancel := context.WithTimeout(ctx, c.leaseBudget)
+	applied, err := c.exec.JobFinalize(wctx, params)
 	cancel()
 	if err != nil {
 		return err
 	}
 	for i, f := range batch {
-		c.eng.leases.remove(f.job)
+		c.leases.remove(f.job)
 		if applied[i] {
-			c.eng.stats.finalized.Add(1)
+			c.finalized.Add(1)
 			if f.prefetched {
-				c.eng.stats.released.Add(1)
+				c.released.Add(1)
 			}
-			c.eng.events.emit(f.event, f.job.row, f.err, f.ran)
+			c.written(f)
 			continue
 		}
 		c.noteUnwritten(f)
-		c.eng.staleWrite(f.job, string(f.params.Outcome))
+		c.stale(f)
 	}
 	c.resolve(len(batch))
 	return nil
@@ -243,10 +260,10 @@ func (c *completer) write(ctx context.Context, batch []*finalization) error {
 
 func (c *completer) abandon(batch []*finalization, why string) {
 	for _, f := range batch {
-		c.eng.leases.remove(f.job)
+		c.leases.remove(f.job)
 		c.noteUnwritten(f)
-		c.eng.stats.abandoned.Add(1)
-		c.eng.logger.Warn("weir: outcome abandoned; rescue will take the job", "job_id", f.job.row.ID,
+		c.abandoned.Add(1)
+		c.logger.Warn("weir: outcome abandoned; rescue will take the job", "job_id", f.job.row.ID,
 			"lease_token", f.job.token, "outcome", f.params.Outcome, "reason", why)
 	}
 	c.resolve(len(batch))

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/weirq/weir/internal/maintenance"
-	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
 )
 
@@ -21,29 +20,25 @@ var ErrAlreadyStarted = errors.New("weir: client already started")
 // leases. Make a new client to start again.
 var ErrStopped = errors.New("weir: client was stopped and cannot be restarted; make a new client")
 
-// engine is a started client's moving parts. Start builds it; Stop tears it down
-// in the order docs/contract.md gives.
+// engine is a started client's moving parts. Start builds it and wires its
+// services together; Stop tears it down in the order docs/contract.md gives.
+// Each service gets what it works with (its deps) rather than the engine.
 type engine struct {
-	cfg      *Config
-	clientID string
-	exec     weirdriver.Executor
-	driver   weirdriver.Driver
-	logger   *slog.Logger
+	cfg    *Config
+	logger *slog.Logger
 	// limited logs what others can repeat at will (failing jobs, notifications),
 	// at most logLinesPerSecond lines a second of each kind.
 	limited *logLimiter
 	events  *eventBus
 	stats   *stats
 
-	leases *leaseTable
-	// renewRequest (capacity 1) asks the heartbeat for an early renewal.
-	renewRequest chan struct{}
-	producers    map[string]*producer
-	completer    *completer
-	maint        *maintenance.Service
+	leases    *leaseTable
+	heartbeat *heartbeat
+	listener  *listener
+	producers map[string]*producer
+	completer *completer
+	maint     *maintenance.Service
 
-	// baseCtx carries Start's values, never its cancellation, to handlers.
-	baseCtx context.Context
 	// claimCtx ends at Stop's first step: producers stop claiming.
 	claimCtx  context.Context
 	stopClaim context.CancelFunc
@@ -94,52 +89,140 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("weir: start: %w", err)
 	}
 	c.started = true
+	e := newEngine(c, ctx)
+	if err := e.start(ctx); err != nil {
+		c.started = false // nothing runs: Start may be tried again
+		return err
+	}
+	c.eng = e
+	return nil
+}
 
+// newEngine builds c's engine and wires its services; start starts them. ctx's
+// values, not its cancellation, reach handlers.
+func newEngine(c *Client, ctx context.Context) *engine {
 	cfg := &c.config
+	exec := c.driver.Executor()
 	e := &engine{
-		cfg: cfg, clientID: cfg.ID, exec: c.driver.Executor(), driver: c.driver,
-		logger: cfg.Logger, limited: newLogLimiter(cfg.Logger, time.Now, logLinesPerSecond), events: c.events, stats: &stats{},
-		renewRequest: make(chan struct{}, 1),
-		producers:    map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
-		baseCtx: context.WithoutCancel(ctx),
+		cfg: cfg, logger: cfg.Logger, limited: newLogLimiter(cfg.Logger, time.Now, logLinesPerSecond),
+		events: c.events, stats: &stats{},
+		producers: map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	e.claimCtx, e.stopClaim = context.WithCancel(context.Background())
 	e.hardCtx, e.hardCancel = context.WithCancel(context.Background())
 	e.serviceCtx, e.serviceCancel = context.WithCancel(e.hardCtx)
+
 	e.leases = newLeaseTable(e.leaseLost)
-	e.completer = newCompleter(e)
+	e.heartbeat = newHeartbeat(heartbeatDeps{
+		exec: exec, leases: e.leases, logger: cfg.Logger,
+		interval: cfg.HeartbeatInterval, leaseDuration: cfg.LeaseDuration,
+		renewals: &e.stats.renewals, hard: e.hardCtx,
+	})
+	budget := e.heartbeat.leaseBudget()
+	e.completer = newCompleter(completerDeps{
+		exec: exec, leases: e.leases, logger: cfg.Logger, leaseBudget: budget,
+		finalized: &e.stats.finalized, released: &e.stats.released, abandoned: &e.stats.abandoned,
+		written: e.outcomeWritten, stale: e.staleWrite,
+	})
+	deps := producerDeps{
+		exec: exec, clientID: cfg.ID, handlers: cfg.Workers,
+		pollInterval: cfg.FetchPollInterval, leaseDuration: cfg.LeaseDuration, leaseBudget: budget,
+		jobTimeout: cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
+		leases: e.leases, logger: cfg.Logger, limited: e.limited, events: e.events, claims: &e.stats.claims,
+		base: context.WithoutCancel(ctx), hard: e.hardCtx, submit: e.completer.submit,
+	}
+	for name, qc := range cfg.Queues {
+		e.producers[name] = newProducer(deps, name, qc)
+	}
+	e.listener = newListener(listenerDeps{
+		driver: c.driver, logger: cfg.Logger,
+		connected: e.pokeProducers, insert: e.insertNotified, cancel: e.cancelNotified, unknown: e.unknownNotified,
+	})
 	// A new leader must be able to rescue within a lease duration plus a rescue
 	// interval of a crash (G9), even when the crashed client led: its term (3
 	// election intervals) plus one interval to win stays inside that bound.
 	elect := min(5*time.Second, cfg.RescueInterval)
-	e.maint = maintenance.New(e.exec, &maintenance.Config{
+	e.maint = maintenance.New(exec, &maintenance.Config{
 		ClientID: cfg.ID, Logger: cfg.Logger, RescueInterval: cfg.RescueInterval,
 		ElectInterval: elect, LeaderTTL: 3 * elect,
 		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,
 		DiscardedRetention: cfg.DiscardedRetention,
 	})
-	for name, qc := range cfg.Queues {
-		e.producers[name] = newProducer(e, name, qc)
-	}
+	return e
+}
 
-	e.events.startHooks(cfg.Logger)
+// start starts the engine's goroutines. When it fails, nothing runs.
+func (e *engine) start(ctx context.Context) error {
+	e.events.startHooks(e.logger)
 	go func() { // the completer: stopped by serviceCtx, awaited through completerDone
 		defer close(e.completerDone)
 		e.completer.loop(e.serviceCtx)
 	}()
-	e.services.Go(func() { e.heartbeat(e.serviceCtx) })
-	e.services.Go(func() { e.listen(e.serviceCtx) })
+	e.services.Go(func() { e.heartbeat.run(e.serviceCtx) })
+	e.services.Go(func() { e.listener.run(e.serviceCtx) })
 	if err := e.maint.Start(e.serviceCtx); err != nil {
 		e.serviceCancel()
 		e.services.Wait()
 		<-e.completerDone
 		e.events.stopHooks(ctx) // subscriptions stay: Start may be tried again
-		c.started = false       // nothing runs: Start may be tried again
 		return fmt.Errorf("weir: start maintenance: %w", err)
 	}
 	for _, p := range e.producers {
 		e.producerLoops.Go(func() { p.loop(e.claimCtx) })
 	}
-	c.eng = e
 	return nil
+}
+
+// The engine's callbacks, which its services call.
+
+// leaseLost counts, logs and publishes a lease found lost while its handler runs
+// or waits. The lease table calls it with its mutex held.
+func (e *engine) leaseLost(j *heldJob, why string) {
+	e.stats.leasesLost.Add(1)
+	e.logger.Warn("weir: lease lost", "job_id", j.row.ID, "lease_token", j.token, "reason", why)
+	e.events.emit(EventLeaseLost, j.row, nil, 0)
+}
+
+// outcomeWritten publishes the event of an outcome the completer wrote.
+func (e *engine) outcomeWritten(f *finalization) {
+	e.events.emit(eventOf(f.params.Outcome), f.job.row, f.err, f.ran)
+}
+
+// staleWrite counts, logs and publishes a fenced write that matched nothing.
+func (e *engine) staleWrite(f *finalization) {
+	j := f.job
+	e.stats.staleWrites.Add(1)
+	e.logger.Warn("weir: stale write ignored: the lease was lost", "job_id", j.row.ID,
+		"lease_token", j.token, "write", string(f.params.Outcome))
+	e.events.emit(EventStaleWrite, j.row, nil, 0)
+}
+
+// pokeProducers wakes every producer: the listener (re)connected, and
+// notifications may have been missed meanwhile.
+func (e *engine) pokeProducers() {
+	for _, p := range e.producers {
+		p.poke()
+	}
+}
+
+// insertNotified wakes the producer of the queue an insert notification names;
+// the producer throttles such hints.
+func (e *engine) insertNotified(queue string) {
+	if p := e.producers[queue]; p != nil {
+		p.hint()
+	}
+}
+
+// cancelNotified asks the heartbeat for an early renewal, which reads whether an
+// operator cancelled the job, when a cancel notification names a job whose
+// handler runs here. A notification naming any other job costs nothing.
+func (e *engine) cancelNotified(id int64) {
+	if e.leases.isRunning(id) {
+		e.heartbeat.renewSoon()
+	}
+}
+
+// unknownNotified logs a control message weir does not know, rate-limited.
+func (e *engine) unknownNotified(payload string) {
+	e.limited.log(slog.LevelWarn, "weir: unknown control message", "", "payload", truncate(payload))
 }

@@ -2,7 +2,9 @@ package weir
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
@@ -14,6 +16,21 @@ import (
 // reaches its handler within a gap plus a round trip.
 const earlyRenewGap = 100 * time.Millisecond
 
+// heartbeatDeps is what the heartbeat works with.
+type heartbeatDeps struct {
+	exec   weirdriver.Executor
+	leases *leaseTable
+	logger *slog.Logger
+	// interval is how often every lease is renewed; leaseDuration how long a
+	// renewal holds a lease (the database's clock).
+	interval      time.Duration
+	leaseDuration time.Duration
+	// renewals counts renewal statements sent.
+	renewals *atomic.Int64
+	// hard ends when Stop's budget runs out: a renewal cut then is not logged.
+	hard context.Context
+}
+
 // heartbeat renews every lease the client holds in one statement per interval,
 // cancels handlers whose lease was lost or asked to cancel, and cancels handlers
 // whose local lease deadline passed while the database could not be reached. On
@@ -23,10 +40,21 @@ const earlyRenewGap = 100 * time.Millisecond
 // The renewal runs in a goroutine of the heartbeat's own, so that a renewal that
 // hangs (the database is unreachable, a row is locked) never delays the deadline
 // checks, which run four times per interval.
-func (e *engine) heartbeat(ctx context.Context) {
-	tick := time.NewTicker(e.cfg.HeartbeatInterval)
+type heartbeat struct {
+	heartbeatDeps
+	// request (capacity 1) asks for an early renewal.
+	request chan struct{}
+}
+
+func newHeartbeat(deps heartbeatDeps) *heartbeat {
+	return &heartbeat{heartbeatDeps: deps, request: make(chan struct{}, 1)}
+}
+
+// run renews leases until ctx ends.
+func (h *heartbeat) run(ctx context.Context) {
+	tick := time.NewTicker(h.interval)
 	defer tick.Stop()
-	check := time.NewTicker(max(e.cfg.HeartbeatInterval/4, time.Millisecond))
+	check := time.NewTicker(max(h.interval/4, time.Millisecond))
 	defer check.Stop()
 	early := time.NewTimer(time.Hour)
 	early.Stop()
@@ -45,7 +73,7 @@ func (e *engine) heartbeat(ctx context.Context) {
 	start := func() {
 		inFlight, wanted, lastStart = true, false, time.Now()
 		renewing.Go(func() {
-			e.renew(ctx)
+			h.renew(ctx)
 			done <- struct{}{}
 		})
 	}
@@ -67,7 +95,7 @@ func (e *engine) heartbeat(ctx context.Context) {
 			if !inFlight {
 				start()
 			}
-		case <-e.renewRequest:
+		case <-h.request:
 			wanted = true
 			startEarly()
 		case <-early.C:
@@ -76,7 +104,7 @@ func (e *engine) heartbeat(ctx context.Context) {
 			inFlight = false
 			startEarly()
 		case now := <-check.C:
-			e.leases.expire(now)
+			h.leases.expire(now)
 		}
 	}
 }
@@ -84,46 +112,38 @@ func (e *engine) heartbeat(ctx context.Context) {
 // leaseBudget is how long after a claim or renewal is sent the client trusts the
 // lease: the lease duration minus one heartbeat interval of margin, so that a
 // handler is cancelled before the database lets another worker take its job.
-func (e *engine) leaseBudget() time.Duration {
-	return e.cfg.LeaseDuration - e.cfg.HeartbeatInterval
+func (h *heartbeat) leaseBudget() time.Duration {
+	return h.leaseDuration - h.interval
 }
 
-func (e *engine) renew(ctx context.Context) {
+func (h *heartbeat) renew(ctx context.Context) {
 	// A slow renewal still helps as long as it lands while the leases are trusted;
 	// the deadline checks run apart from it.
-	ctx, cancel := context.WithTimeout(ctx, e.leaseBudget())
+	ctx, cancel := context.WithTimeout(ctx, h.leaseBudget())
 	defer cancel()
-	ids, tokens := e.leases.snapshot()
+	ids, tokens := h.leases.snapshot()
 	if len(ids) == 0 {
 		return
 	}
 	sent := time.Now()
-	e.stats.renewals.Add(1)
-	res, err := e.exec.JobRenew(ctx, &weirdriver.JobRenewParams{
-		IDs: ids, LeaseTokens: tokens, LeaseDuration: e.cfg.LeaseDuration,
+	h.renewals.Add(1)
+	res, err := h.exec.JobRenew(ctx, &weirdriver.JobRenewParams{
+		IDs: ids, LeaseTokens: tokens, LeaseDuration: h.leaseDuration,
 	})
 	if err != nil {
-		if ctx.Err() == nil || e.hardCtx.Err() == nil {
-			e.logger.Warn("weir: renew leases", "leases", len(ids), "error", err)
+		if ctx.Err() == nil || h.hard.Err() == nil {
+			h.logger.Warn("weir: renew leases", "leases", len(ids), "error", err)
 		}
 		return
 	}
-	e.leases.applyRenewal(ids, tokens, res, sent.Add(e.leaseBudget()))
-}
-
-// leaseLost counts, logs and publishes a lease found lost while its handler runs
-// or waits. The lease table calls it with its mutex held.
-func (e *engine) leaseLost(j *heldJob, why string) {
-	e.stats.leasesLost.Add(1)
-	e.logger.Warn("weir: lease lost", "job_id", j.row.ID, "lease_token", j.token, "reason", why)
-	e.events.emit(EventLeaseLost, j.row, nil, 0)
+	h.leases.applyRenewal(ids, tokens, res, sent.Add(h.leaseBudget()))
 }
 
 // renewSoon asks the heartbeat for an early renewal, which reports the running
 // jobs whose cancel was requested. It never blocks; requests coalesce.
-func (e *engine) renewSoon() {
+func (h *heartbeat) renewSoon() {
 	select {
-	case e.renewRequest <- struct{}{}:
+	case h.request <- struct{}{}:
 	default:
 	}
 }

@@ -10,16 +10,40 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// listen wakes producers on insert notifications and cancels handlers on cancel
-// requests. It reconnects by itself, and wakes every producer after a reconnect,
-// since notifications may have been missed meanwhile.
-func (e *engine) listen(ctx context.Context) {
+// listenerDeps is what the listener works with. A notification is only a hint
+// (any role may send one), so the callbacks only ask the database sooner.
+type listenerDeps struct {
+	driver weirdriver.Driver
+	logger *slog.Logger
+	// connected is called after each (re)connect: notifications may have been
+	// missed meanwhile.
+	connected func()
+	// insert is called for an insert notification naming queue.
+	insert func(queue string)
+	// cancel is called for a control message asking to cancel job id.
+	cancel func(id int64)
+	// unknown is called for any other control message.
+	unknown func(payload string)
+}
+
+// listener holds one connection that listens for insert notifications and
+// control messages, and reconnects by itself.
+type listener struct {
+	listenerDeps
+}
+
+func newListener(deps listenerDeps) *listener {
+	return &listener{listenerDeps: deps}
+}
+
+// run listens until ctx ends.
+func (l *listener) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		l, err := e.driver.Listen(ctx, e.driver.InsertChannel(), e.driver.ControlChannel())
+		conn, err := l.driver.Listen(ctx, l.driver.InsertChannel(), l.driver.ControlChannel())
 		if err != nil {
 			if ctx.Err() == nil {
-				e.logger.Warn("weir: listen; producers poll meanwhile", "error", err, "retry_in", backoff)
+				l.logger.Warn("weir: listen; producers poll meanwhile", "error", err, "retry_in", backoff)
 			}
 			t := time.NewTimer(backoff)
 			select {
@@ -32,15 +56,13 @@ func (e *engine) listen(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		for _, p := range e.producers {
-			p.poke()
-		}
+		l.connected()
 		for {
-			n, err := l.WaitForNotification(ctx)
+			n, err := conn.WaitForNotification(ctx)
 			if err != nil {
 				break
 			}
-			e.notify(n)
+			l.notify(n)
 		}
 		// On a reconnect, close politely; at shutdown, at once (a closed context
 		// makes Close drop the connection without waiting on the network), so that
@@ -49,7 +71,7 @@ func (e *engine) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			cancel()
 		}
-		_ = l.Close(closeCtx)
+		_ = conn.Close(closeCtx)
 		cancel()
 	}
 }
@@ -60,24 +82,20 @@ func (e *engine) listen(ctx context.Context) {
 // throttles wake-ups that find nothing); a cancel names a running job whose
 // cancel_requested_at the heartbeat then reads, with an early renewal, before it
 // cancels anything. Each costs O(1) here and coalesces with the ones before it.
-func (e *engine) notify(n *weirdriver.Notification) {
+func (l *listener) notify(n *weirdriver.Notification) {
 	switch n.Channel {
-	case e.driver.InsertChannel():
-		if p := e.producers[n.Payload]; p != nil {
-			p.hint()
-		}
-	case e.driver.ControlChannel():
+	case l.driver.InsertChannel():
+		l.insert(n.Payload)
+	case l.driver.ControlChannel():
 		if strings.HasPrefix(n.Payload, "pause ") {
 			return // every claim checks whether its queue is paused
 		}
 		idText, ok := strings.CutPrefix(n.Payload, "cancel ")
 		id, err := strconv.ParseInt(idText, 10, 64)
 		if !ok || err != nil {
-			e.limited.log(slog.LevelWarn, "weir: unknown control message", "", "payload", truncate(n.Payload))
+			l.unknown(n.Payload)
 			return
 		}
-		if e.leases.isRunning(id) {
-			e.renewSoon()
-		}
+		l.cancel(id)
 	}
 }

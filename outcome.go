@@ -8,21 +8,14 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// staleWrite counts and logs a fenced write that matched nothing.
-func (e *engine) staleWrite(j *heldJob, what string) {
-	e.stats.staleWrites.Add(1)
-	e.logger.Warn("weir: stale write ignored: the lease was lost", "job_id", j.row.ID,
-		"lease_token", j.token, "write", what)
-	e.events.emit(EventStaleWrite, j.row, nil, 0)
-}
-
-// finalization turns a handler's return into the outcome to write.
-func (e *engine) finalization(j *heldJob, entry *workerEntry, err, cause error, ran time.Duration) *finalization {
+// finalization turns a handler's return into the outcome to write. policy is
+// the client's retry policy, which entry's own overrides.
+func finalizationOf(j *heldJob, entry *workerEntry, policy RetryPolicy, err, cause error, ran time.Duration) *finalization {
 	f := &finalization{job: j, err: err, ran: ran, params: weirdriver.JobFinalizeParams{ID: j.row.ID, LeaseToken: j.token}}
 	kind, snooze := outcomeOf(err)
 	if kind == outcomeFailed && errors.Is(cause, ErrShutdown) {
 		// The shutdown cancelled it: give the job back, without spending an attempt.
-		f.params.Outcome, f.event = weirdriver.OutcomeRelease, EventJobReleased
+		f.params.Outcome = weirdriver.OutcomeRelease
 		return f
 	}
 	attemptErr := func() *AttemptError {
@@ -35,34 +28,51 @@ func (e *engine) finalization(j *heldJob, entry *workerEntry, err, cause error, 
 	}
 	switch kind {
 	case outcomeCompleted:
-		f.params.Outcome, f.event = weirdriver.OutcomeCompleted, EventJobCompleted
+		f.params.Outcome = weirdriver.OutcomeCompleted
 	case outcomeSnooze:
-		f.params.Outcome, f.event = weirdriver.OutcomeSnooze, EventJobSnoozed
+		f.params.Outcome = weirdriver.OutcomeSnooze
 		f.params.ScheduledAt = time.Now().Add(snooze)
 	case outcomeCancel:
-		f.params.Outcome, f.event, f.params.Error = weirdriver.OutcomeCancel, EventJobCancelled, attemptErr()
+		f.params.Outcome, f.params.Error = weirdriver.OutcomeCancel, attemptErr()
 	case outcomeDiscard:
-		f.params.Outcome, f.event, f.params.Error = weirdriver.OutcomeDiscard, EventJobDiscarded, attemptErr()
+		f.params.Outcome, f.params.Error = weirdriver.OutcomeDiscard, attemptErr()
 	default:
 		f.params.Error = attemptErr()
 		if j.row.Attempt >= j.row.MaxAttempts {
-			f.params.Outcome, f.event = weirdriver.OutcomeDiscard, EventJobDiscarded
+			f.params.Outcome = weirdriver.OutcomeDiscard
 			break
 		}
-		policy := e.cfg.RetryPolicy
 		if entry != nil && entry.retry != nil {
 			policy = entry.retry
 		}
-		f.params.Outcome, f.event = weirdriver.OutcomeRetry, EventJobFailed
+		f.params.Outcome = weirdriver.OutcomeRetry
 		f.params.ScheduledAt = policy.NextRetry(j.row)
 	}
 	return f
 }
 
+// eventOf is the event published when an outcome is written.
+func eventOf(o weirdriver.Outcome) EventKind {
+	switch o {
+	case weirdriver.OutcomeCompleted:
+		return EventJobCompleted
+	case weirdriver.OutcomeRetry:
+		return EventJobFailed
+	case weirdriver.OutcomeSnooze:
+		return EventJobSnoozed
+	case weirdriver.OutcomeCancel:
+		return EventJobCancelled
+	case weirdriver.OutcomeDiscard:
+		return EventJobDiscarded
+	default: // OutcomeRelease, OutcomeReturn: given back without spending an attempt
+		return EventJobReleased
+	}
+}
+
 // logFailure logs a failed attempt at WARN and a discarded job at ERROR, with
 // the stack of a panic, rate-limited per kind. cause is why the handler's context
 // ended, if it did.
-func (e *engine) logFailure(j *heldJob, f *finalization, cause error) {
+func logFailure(limited *logLimiter, j *heldJob, f *finalization, cause error) {
 	if errors.Is(cause, ErrJobCancelRequested) {
 		return // an operator cancelled it: the job ends cancelled, not failed
 	}
@@ -86,5 +96,5 @@ func (e *engine) logFailure(j *heldJob, f *finalization, cause error) {
 	if pe := (*PanicError)(nil); errors.As(f.err, &pe) {
 		attrs = append(attrs, "stack", pe.Stack)
 	}
-	e.limited.log(level, msg, j.row.Kind, attrs...)
+	limited.log(level, msg, j.row.Kind, attrs...)
 }

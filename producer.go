@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
@@ -35,10 +37,35 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
+// producerDeps is what every producer works with; the engine gives each the same.
+type producerDeps struct {
+	exec     weirdriver.Executor
+	clientID string
+	// handlers are the client's workers, by job kind.
+	handlers *Workers
+	// pollInterval is Config.FetchPollInterval; leaseDuration how long a claim
+	// holds a job; leaseBudget how long after a claim is sent its leases are
+	// trusted; jobTimeout Config.JobTimeout.
+	pollInterval, leaseDuration, leaseBudget, jobTimeout time.Duration
+	retryPolicy                                          RetryPolicy
+	leases                                               *leaseTable
+	logger                                               *slog.Logger
+	// limited logs failed attempts, rate-limited.
+	limited *logLimiter
+	events  *eventBus
+	// claims counts claim statements.
+	claims *atomic.Int64
+	// base carries Start's values, never its cancellation, to handlers; hard
+	// ends when Stop's budget runs out, and cuts a claim in flight.
+	base, hard context.Context
+	// submit hands an outcome to the completer.
+	submit func(*finalization)
+}
+
 // producer claims and runs the jobs of one queue. It owns the goroutines of the
 // handlers it starts.
 type producer struct {
-	eng   *engine
+	producerDeps
 	queue string
 	cfg   QueueConfig
 	wake  chan struct{} // capacity 1: a pending wake-up
@@ -63,9 +90,9 @@ type producer struct {
 	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
 }
 
-func newProducer(e *engine, queue string, cfg QueueConfig) *producer {
+func newProducer(deps producerDeps, queue string, cfg QueueConfig) *producer {
 	return &producer{
-		eng: e, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
+		producerDeps: deps, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
 		claiming: true,
 	}
 }
@@ -159,7 +186,7 @@ func (p *producer) loop(ctx context.Context) {
 		lastClaim = time.Now()
 		got, more, err := p.fill()
 		lastEmpty = got == 0
-		wait := p.eng.cfg.FetchPollInterval
+		wait := p.pollInterval
 		switch {
 		case err != nil:
 			wait = min(wait, time.Second) // a failed claim (a dropped connection) is retried soon
@@ -186,29 +213,29 @@ func (p *producer) fill() (got int, more bool, err error) {
 	// and interrupted only when Stop's budget runs out, or when it takes so long that
 	// its leases could no longer be trusted anyway: an interrupted claim may have
 	// committed, leaving its jobs to rescue.
-	ctx, cancel := context.WithTimeout(p.eng.hardCtx, p.eng.leaseBudget())
+	ctx, cancel := context.WithTimeout(p.hard, p.leaseBudget)
 	defer cancel()
 	sent := time.Now()
-	rows, err := p.eng.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
-		Queue: p.queue, Max: room, ClientID: p.eng.clientID, LeaseDuration: p.eng.cfg.LeaseDuration,
+	rows, err := p.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
+		Queue: p.queue, Max: room, ClientID: p.clientID, LeaseDuration: p.leaseDuration,
 	})
-	p.eng.stats.claims.Add(1)
+	p.claims.Add(1)
 	if err != nil {
-		if p.eng.hardCtx.Err() == nil {
-			p.eng.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)
+		if p.hard.Err() == nil {
+			p.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)
 		}
 		return 0, false, err
 	}
 	if len(rows) == 0 {
 		return 0, false, nil
 	}
-	deadline := sent.Add(p.eng.leaseBudget())
+	deadline := sent.Add(p.leaseBudget)
 	jobs := make([]*heldJob, len(rows))
 	for i, row := range rows {
 		jobs[i] = &heldJob{row: row, token: row.LeaseToken, state: heldBuffered, deadline: deadline}
-		jobs[i].work = prepare(p.eng.cfg.Workers.byKind[row.Kind], row)
+		jobs[i].work = prepare(p.handlers.byKind[row.Kind], row)
 	}
-	p.eng.leases.add(jobs)
+	p.leases.add(jobs)
 
 	p.mu.Lock()
 	p.buffer = append(p.buffer, jobs...)
@@ -232,7 +259,7 @@ func (p *producer) startBufferedLocked() {
 		j := p.buffer[0]
 		p.buffer[0] = nil
 		p.buffer = p.buffer[1:]
-		if !p.eng.leases.markRunning(j, p.eng.baseCtx) {
+		if !p.leases.markRunning(j, p.base) {
 			continue // the lease was lost while the job waited
 		}
 		p.running++
@@ -278,10 +305,9 @@ func (p *producer) work(j *heldJob) {
 // run runs one attempt of j and hands its outcome to the completer; work then
 // frees the slot.
 func (p *producer) run(j *heldJob) {
-	e := p.eng
-	ctx := e.leases.handlerContext(j)
-	entry := e.cfg.Workers.byKind[j.row.Kind]
-	timeout := e.cfg.JobTimeout
+	ctx := p.leases.handlerContext(j)
+	entry := p.handlers.byKind[j.row.Kind]
+	timeout := p.jobTimeout
 	if entry != nil && entry.timeout != nil {
 		if t := entry.timeout(j.row); t != 0 {
 			timeout = t
@@ -293,20 +319,20 @@ func (p *producer) run(j *heldJob) {
 		defer cancel()
 	}
 
-	e.events.emit(EventJobStarted, j.row, nil, 0)
+	p.events.emit(EventJobStarted, j.row, nil, 0)
 	start := time.Now()
 	err := invoke(ctx, j.work)
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx)
-	fin := e.finalization(j, entry, err, cause, elapsed)
-	e.logFailure(j, fin, cause)
+	fin := finalizationOf(j, entry, p.retryPolicy, err, cause, elapsed)
+	logFailure(p.limited, j, fin, cause)
 
 	// The outcome is tracked by the completer before the slot frees: Stop waits
 	// for idle handlers and then for the completer to drain, so a finalization
 	// submitted after the slot freed could miss the drain and be lost (the Awa
 	// 0.6 bug).
-	e.leases.markReturned(j)
-	e.completer.submit(fin)
+	p.leases.markReturned(j)
+	p.submit(fin)
 }
 
 // prepare returns the call of row's handler with its decoded args. A panic
@@ -352,9 +378,9 @@ func (p *producer) releaseBuffered() {
 	p.buffer = nil
 	p.mu.Unlock()
 	for _, j := range buffered {
-		p.eng.leases.markReturned(j) // it never ran; mark it finalizing
-		p.eng.completer.submit(&finalization{job: j, params: weirdriver.JobFinalizeParams{
+		p.leases.markReturned(j) // it never ran; mark it finalizing
+		p.submit(&finalization{job: j, params: weirdriver.JobFinalizeParams{
 			ID: j.row.ID, LeaseToken: j.token, Outcome: weirdriver.OutcomeReturn,
-		}, event: EventJobReleased, prefetched: true})
+		}, prefetched: true})
 	}
 }

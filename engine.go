@@ -77,24 +77,79 @@ func (c *Client) Start(ctx context.Context) error {
 	if len(c.config.Workers.byKind) == 0 {
 		return invalidf("Start: Config.Workers has no workers")
 	}
+	if err := c.beginStart(ctx); err != nil {
+		return err
+	}
+	if err := weirmigrate.New(c.driver).Check(ctx); err != nil {
+		c.endStart(nil)
+		return fmt.Errorf("weir: start: %w", err)
+	}
+	e := newEngine(c, ctx)
+	if err := e.start(ctx); err != nil {
+		c.endStart(nil) // nothing runs: Start may be tried again
+		return err
+	}
+	c.endStart(e)
+	return nil
+}
+
+// beginStart moves the client to clientStarting, or says why it cannot start.
+// A Start or Stop that comes while another Start runs waits for it, as long as
+// its ctx lasts.
+func (c *Client) beginStart(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.started {
-		if c.eng != nil && c.eng.isStopping() {
+	if err := c.waitStartLocked(ctx); err != nil {
+		return fmt.Errorf("weir: start: %w", err)
+	}
+	if c.state == clientStarted {
+		if c.eng.isStopping() {
 			return ErrStopped
 		}
 		return ErrAlreadyStarted
 	}
-	if err := weirmigrate.New(c.driver).Check(ctx); err != nil {
-		return fmt.Errorf("weir: start: %w", err)
+	c.state, c.startDone = clientStarting, make(chan struct{})
+	return nil
+}
+
+// endStart ends the Start in flight: with e, the client runs; without, it is
+// idle again.
+func (c *Client) endStart(e *engine) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e != nil {
+		c.state, c.eng = clientStarted, e
+	} else {
+		c.state = clientIdle
 	}
-	c.started = true
-	e := newEngine(c, ctx)
-	if err := e.start(ctx); err != nil {
-		c.started = false // nothing runs: Start may be tried again
-		return err
+	close(c.startDone)
+}
+
+// settledEngine waits until no Start is in flight, or ctx ends, and returns the
+// engine (nil when the client has not started).
+func (c *Client) settledEngine(ctx context.Context) (*engine, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.waitStartLocked(ctx); err != nil {
+		return nil, err
 	}
-	c.eng = e
+	return c.eng, nil
+}
+
+// waitStartLocked waits, with c.mu released meanwhile, until no Start is in
+// flight, or ctx ends. c.mu is held when it is called and when it returns.
+func (c *Client) waitStartLocked(ctx context.Context) error {
+	for c.state == clientStarting {
+		done := c.startDone
+		c.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			c.mu.Lock()
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
 	return nil
 }
 

@@ -35,9 +35,10 @@ func (e *engine) isStopping() bool {
 }
 
 func (c *Client) stop(ctx context.Context, hard bool) error {
-	c.mu.Lock()
-	e := c.eng
-	c.mu.Unlock()
+	e, err := c.settledEngine(ctx)
+	if err != nil {
+		return fmt.Errorf("weir: stop: waiting for Start: %w", err)
+	}
 	if e == nil {
 		return nil
 	}

@@ -18,33 +18,31 @@ import (
 // LeaderName is the name maintenance leadership is elected under.
 const LeaderName = "maintenance"
 
-// Defaults of Config's zero fields.
+// Defaults of Config's zero fields. The rescue interval and the retentions have
+// none here: they are the client's settings, whose defaults the client owns.
 const (
-	DefaultRescueInterval     = 15 * time.Second
-	DefaultCompletedRetention = 24 * time.Hour
-	DefaultCancelledRetention = 7 * 24 * time.Hour
-	DefaultDiscardedRetention = 7 * 24 * time.Hour
-	DefaultElectInterval      = 5 * time.Second
-	DefaultScheduleInterval   = time.Second
-	DefaultPruneInterval      = time.Minute
-	DefaultBatchSize          = 1000
+	DefaultElectInterval    = 5 * time.Second
+	DefaultScheduleInterval = time.Second
+	DefaultPruneInterval    = time.Minute
+	DefaultBatchSize        = 1000
 )
 
 // ErrStopped is returned by Start on a service that was stopped or started before:
 // a service runs once.
 var ErrStopped = errors.New("maintenance: service already started or stopped")
 
-// Config configures a Service. Zero fields take their defaults.
+// Config configures a Service. Zero fields take their defaults, except the rescue
+// interval and the retentions, which are required.
 type Config struct {
 	// ClientID is the candidate's unique id. Required.
 	ClientID string
 	// Logger receives the service's logs. Default: slog.Default().
 	Logger *slog.Logger
-	// RescueInterval is how often expired leases are rescued. Default: 15 s.
+	// RescueInterval is how often expired leases are rescued. Required.
 	RescueInterval time.Duration
 	// CompletedRetention, CancelledRetention and DiscardedRetention say how long
-	// final jobs are kept before they are deleted. Defaults: 24 h, 7 days, 7 days.
-	// Negative means keep forever.
+	// final jobs are kept before they are deleted. Negative means keep forever.
+	// Required.
 	CompletedRetention time.Duration
 	CancelledRetention time.Duration
 	DiscardedRetention time.Duration
@@ -82,10 +80,6 @@ func (c *Config) withDefaults() Config {
 			*d = v
 		}
 	}
-	def(&cfg.RescueInterval, DefaultRescueInterval)
-	def(&cfg.CompletedRetention, DefaultCompletedRetention)
-	def(&cfg.CancelledRetention, DefaultCancelledRetention)
-	def(&cfg.DiscardedRetention, DefaultDiscardedRetention)
 	def(&cfg.ElectInterval, DefaultElectInterval)
 	def(&cfg.LeaderTTL, 3*cfg.ElectInterval)
 	def(&cfg.ScheduleInterval, DefaultScheduleInterval)
@@ -100,6 +94,19 @@ func (c *Config) withDefaults() Config {
 func (c *Config) validate() error {
 	if c.ClientID == "" {
 		return errors.New("maintenance: ClientID is empty")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"RescueInterval", c.RescueInterval},
+		{"CompletedRetention", c.CompletedRetention},
+		{"CancelledRetention", c.CancelledRetention},
+		{"DiscardedRetention", c.DiscardedRetention},
+	} {
+		if d.v == 0 {
+			return fmt.Errorf("maintenance: %s is not set", d.name)
+		}
 	}
 	for _, d := range []struct {
 		name string

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirq/weir/internal/completer"
+	"github.com/weirq/weir/internal/lease"
+	"github.com/weirq/weir/internal/listener"
 	"github.com/weirq/weir/internal/maintenance"
 	"github.com/weirq/weir/weirmigrate"
 )
@@ -32,11 +35,11 @@ type engine struct {
 	events  *eventBus
 	stats   *stats
 
-	leases    *leaseTable
-	heartbeat *heartbeat
-	listener  *listener
+	leases    *lease.Table
+	heartbeat *lease.Heartbeat
+	listener  *listener.Listener
 	producers map[string]*producer
-	completer *completer
+	completer *completer.Completer
 	maint     *maintenance.Service
 
 	// claimCtx ends at Stop's first step: producers stop claiming.
@@ -167,31 +170,31 @@ func newEngine(c *Client, ctx context.Context) *engine {
 	e.hardCtx, e.hardCancel = context.WithCancel(context.Background())
 	e.serviceCtx, e.serviceCancel = context.WithCancel(e.hardCtx)
 
-	e.leases = newLeaseTable(e.leaseLost)
-	e.heartbeat = newHeartbeat(heartbeatDeps{
-		exec: exec, leases: e.leases, logger: cfg.Logger,
-		interval: cfg.HeartbeatInterval, leaseDuration: cfg.LeaseDuration,
-		renewals: &e.stats.renewals, hard: e.hardCtx,
+	e.leases = lease.NewTable(e.leaseLost)
+	e.heartbeat = lease.NewHeartbeat(lease.HeartbeatConfig{
+		Exec: exec, Leases: e.leases, Logger: cfg.Logger,
+		Interval: cfg.HeartbeatInterval, LeaseDuration: cfg.LeaseDuration,
+		Renewals: &e.stats.renewals, Hard: e.hardCtx,
 	})
-	budget := e.heartbeat.leaseBudget()
-	e.completer = newCompleter(completerDeps{
-		exec: exec, leases: e.leases, logger: cfg.Logger, leaseBudget: budget,
-		finalized: &e.stats.finalized, released: &e.stats.released, abandoned: &e.stats.abandoned,
-		written: e.outcomeWritten, stale: e.staleWrite,
+	budget := e.heartbeat.Budget()
+	e.completer = completer.New(completer.Config{
+		Exec: exec, Leases: e.leases, Logger: cfg.Logger, LeaseBudget: budget,
+		Finalized: &e.stats.finalized, Released: &e.stats.released, Abandoned: &e.stats.abandoned,
+		Written: e.outcomeWritten, Stale: e.staleWrite,
 	})
 	deps := producerDeps{
 		exec: exec, clientID: cfg.ID, handlers: cfg.Workers,
 		pollInterval: cfg.FetchPollInterval, leaseDuration: cfg.LeaseDuration, leaseBudget: budget,
 		jobTimeout: cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
 		leases: e.leases, logger: cfg.Logger, limited: e.limited, events: e.events, claims: &e.stats.claims,
-		base: context.WithoutCancel(ctx), hard: e.hardCtx, submit: e.completer.submit,
+		base: context.WithoutCancel(ctx), hard: e.hardCtx, submit: e.completer.Submit,
 	}
 	for name, qc := range cfg.Queues {
 		e.producers[name] = newProducer(deps, name, qc)
 	}
-	e.listener = newListener(listenerDeps{
-		driver: c.driver, logger: cfg.Logger,
-		connected: e.pokeProducers, insert: e.insertNotified, cancel: e.cancelNotified, unknown: e.unknownNotified,
+	e.listener = listener.New(listener.Config{
+		Driver: c.driver, Logger: cfg.Logger,
+		Connected: e.pokeProducers, Insert: e.insertNotified, Cancel: e.cancelNotified, Unknown: e.unknownNotified,
 	})
 	// A new leader must be able to rescue within a lease duration plus a rescue
 	// interval of a crash (G9), even when the crashed client led: its term (3
@@ -211,10 +214,10 @@ func (e *engine) start(ctx context.Context) error {
 	e.events.startHooks(e.logger)
 	go func() { // the completer: stopped by serviceCtx, awaited through completerDone
 		defer close(e.completerDone)
-		e.completer.loop(e.serviceCtx)
+		e.completer.Run(e.serviceCtx)
 	}()
-	e.services.Go(func() { e.heartbeat.run(e.serviceCtx) })
-	e.services.Go(func() { e.listener.run(e.serviceCtx) })
+	e.services.Go(func() { e.heartbeat.Run(e.serviceCtx) })
+	e.services.Go(func() { e.listener.Run(e.serviceCtx) })
 	if err := e.maint.Start(e.serviceCtx); err != nil {
 		e.serviceCancel()
 		e.services.Wait()
@@ -232,24 +235,24 @@ func (e *engine) start(ctx context.Context) error {
 
 // leaseLost counts, logs and publishes a lease found lost while its handler runs
 // or waits. The lease table calls it with its mutex held.
-func (e *engine) leaseLost(j *heldJob, why string) {
+func (e *engine) leaseLost(j *lease.Job, why string) {
 	e.stats.leasesLost.Add(1)
-	e.logger.Warn("weir: lease lost", "job_id", j.row.ID, "lease_token", j.token, "reason", why)
-	e.events.emit(EventLeaseLost, j.row, nil, 0)
+	e.logger.Warn("weir: lease lost", "job_id", j.Row.ID, "lease_token", j.Token, "reason", why)
+	e.events.emit(EventLeaseLost, j.Row, nil, 0)
 }
 
 // outcomeWritten publishes the event of an outcome the completer wrote.
-func (e *engine) outcomeWritten(f *finalization) {
-	e.events.emit(eventOf(f.params.Outcome), f.job.row, f.err, f.ran)
+func (e *engine) outcomeWritten(f *completer.Finalization) {
+	e.events.emit(eventOf(f.Params.Outcome), f.Job.Row, f.Err, f.Ran)
 }
 
 // staleWrite counts, logs and publishes a fenced write that matched nothing.
-func (e *engine) staleWrite(f *finalization) {
-	j := f.job
+func (e *engine) staleWrite(f *completer.Finalization) {
+	j := f.Job
 	e.stats.staleWrites.Add(1)
-	e.logger.Warn("weir: stale write ignored: the lease was lost", "job_id", j.row.ID,
-		"lease_token", j.token, "write", string(f.params.Outcome))
-	e.events.emit(EventStaleWrite, j.row, nil, 0)
+	e.logger.Warn("weir: stale write ignored: the lease was lost", "job_id", j.Row.ID,
+		"lease_token", j.Token, "write", string(f.Params.Outcome))
+	e.events.emit(EventStaleWrite, j.Row, nil, 0)
 }
 
 // pokeProducers wakes every producer: the listener (re)connected, and
@@ -272,8 +275,8 @@ func (e *engine) insertNotified(queue string) {
 // operator cancelled the job, when a cancel notification names a job whose
 // handler runs here. A notification naming any other job costs nothing.
 func (e *engine) cancelNotified(id int64) {
-	if e.leases.isRunning(id) {
-		e.heartbeat.renewSoon()
+	if e.leases.IsRunning(id) {
+		e.heartbeat.RenewSoon()
 	}
 }
 

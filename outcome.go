@@ -5,21 +5,23 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/weirq/weir/internal/completer"
+	"github.com/weirq/weir/internal/lease"
 	"github.com/weirq/weir/weirdriver"
 )
 
 // finalization turns a handler's return into the outcome to write. policy is
 // the client's retry policy, which entry's own overrides.
-func finalizationOf(j *heldJob, entry *workerEntry, policy RetryPolicy, err, cause error, ran time.Duration) *finalization {
-	f := &finalization{job: j, err: err, ran: ran, params: weirdriver.JobFinalizeParams{ID: j.row.ID, LeaseToken: j.token}}
+func finalizationOf(j *lease.Job, entry *workerEntry, policy RetryPolicy, err, cause error, ran time.Duration) *completer.Finalization {
+	f := &completer.Finalization{Job: j, Err: err, Ran: ran, Params: weirdriver.JobFinalizeParams{ID: j.Row.ID, LeaseToken: j.Token}}
 	kind, snooze := outcomeOf(err)
 	if kind == outcomeFailed && errors.Is(cause, ErrShutdown) {
 		// The shutdown cancelled it: give the job back, without spending an attempt.
-		f.params.Outcome = weirdriver.OutcomeRelease
+		f.Params.Outcome = weirdriver.OutcomeRelease
 		return f
 	}
 	attemptErr := func() *AttemptError {
-		ae := &AttemptError{Attempt: j.row.Attempt, At: time.Now().UTC(), Error: storableText(err.Error())}
+		ae := &AttemptError{Attempt: j.Row.Attempt, At: time.Now().UTC(), Error: storableText(err.Error())}
 		var pe *PanicError
 		if errors.As(err, &pe) {
 			ae.Trace = storableText(pe.Stack)
@@ -28,25 +30,25 @@ func finalizationOf(j *heldJob, entry *workerEntry, policy RetryPolicy, err, cau
 	}
 	switch kind {
 	case outcomeCompleted:
-		f.params.Outcome = weirdriver.OutcomeCompleted
+		f.Params.Outcome = weirdriver.OutcomeCompleted
 	case outcomeSnooze:
-		f.params.Outcome = weirdriver.OutcomeSnooze
-		f.params.ScheduledAt = time.Now().Add(snooze)
+		f.Params.Outcome = weirdriver.OutcomeSnooze
+		f.Params.ScheduledAt = time.Now().Add(snooze)
 	case outcomeCancel:
-		f.params.Outcome, f.params.Error = weirdriver.OutcomeCancel, attemptErr()
+		f.Params.Outcome, f.Params.Error = weirdriver.OutcomeCancel, attemptErr()
 	case outcomeDiscard:
-		f.params.Outcome, f.params.Error = weirdriver.OutcomeDiscard, attemptErr()
+		f.Params.Outcome, f.Params.Error = weirdriver.OutcomeDiscard, attemptErr()
 	default:
-		f.params.Error = attemptErr()
-		if j.row.Attempt >= j.row.MaxAttempts {
-			f.params.Outcome = weirdriver.OutcomeDiscard
+		f.Params.Error = attemptErr()
+		if j.Row.Attempt >= j.Row.MaxAttempts {
+			f.Params.Outcome = weirdriver.OutcomeDiscard
 			break
 		}
 		if entry != nil && entry.retry != nil {
 			policy = entry.retry
 		}
-		f.params.Outcome = weirdriver.OutcomeRetry
-		f.params.ScheduledAt = policy.NextRetry(j.row)
+		f.Params.Outcome = weirdriver.OutcomeRetry
+		f.Params.ScheduledAt = policy.NextRetry(j.Row)
 	}
 	return f
 }
@@ -72,7 +74,7 @@ func eventOf(o weirdriver.Outcome) EventKind {
 // logFailure logs a failed attempt at WARN and a discarded job at ERROR, with
 // the stack of a panic, rate-limited per kind. cause is why the handler's context
 // ended, if it did.
-func logFailure(limited *logLimiter, j *heldJob, f *finalization, cause error) {
+func logFailure(limited *logLimiter, j *lease.Job, f *completer.Finalization, cause error) {
 	if errors.Is(cause, ErrJobCancelRequested) {
 		return // an operator cancelled it: the job ends cancelled, not failed
 	}
@@ -80,7 +82,7 @@ func logFailure(limited *logLimiter, j *heldJob, f *finalization, cause error) {
 		level slog.Level
 		msg   string
 	)
-	switch f.params.Outcome {
+	switch f.Params.Outcome {
 	case weirdriver.OutcomeRetry:
 		level, msg = slog.LevelWarn, "weir: job attempt failed"
 	case weirdriver.OutcomeDiscard:
@@ -88,13 +90,13 @@ func logFailure(limited *logLimiter, j *heldJob, f *finalization, cause error) {
 	default:
 		return
 	}
-	attrs := []any{"kind", j.row.Kind, "job_id", j.row.ID, "attempt", j.row.Attempt,
-		"max_attempts", j.row.MaxAttempts, "error", f.err.Error()}
-	if f.params.Outcome == weirdriver.OutcomeRetry {
-		attrs = append(attrs, "retry_at", f.params.ScheduledAt)
+	attrs := []any{"kind", j.Row.Kind, "job_id", j.Row.ID, "attempt", j.Row.Attempt,
+		"max_attempts", j.Row.MaxAttempts, "error", f.Err.Error()}
+	if f.Params.Outcome == weirdriver.OutcomeRetry {
+		attrs = append(attrs, "retry_at", f.Params.ScheduledAt)
 	}
-	if pe := (*PanicError)(nil); errors.As(f.err, &pe) {
+	if pe := (*PanicError)(nil); errors.As(f.Err, &pe) {
 		attrs = append(attrs, "stack", pe.Stack)
 	}
-	limited.log(level, msg, j.row.Kind, attrs...)
+	limited.log(level, msg, j.Row.Kind, attrs...)
 }

@@ -2,7 +2,6 @@ package weir
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -10,23 +9,26 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirq/weir/internal/completer"
+	"github.com/weirq/weir/internal/lease"
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
 )
 
 // Causes with which the runtime cancels a handler's context; a handler reads them
-// with context.Cause.
+// with context.Cause. They are weirtype's, so that errors.Is matches either name.
 var (
 	// ErrLeaseLost: the job's lease was lost (rescued, re-claimed or deleted), or
 	// could not be renewed in time; another worker may run the job.
-	ErrLeaseLost = errors.New("weir: lease lost")
+	ErrLeaseLost = weirtype.ErrLeaseLost
 	// ErrJobCancelRequested: an operator cancelled the running job.
-	ErrJobCancelRequested = errors.New("weir: job cancel requested")
+	ErrJobCancelRequested = weirtype.ErrJobCancelRequested
 	// ErrShutdown: the client is stopping and the shutdown budget ran out; a
 	// handler that returns an error now gives the job back without spending an
 	// attempt.
-	ErrShutdown = errors.New("weir: client stopping")
+	ErrShutdown = weirtype.ErrShutdown
 	// ErrJobTimeout: the attempt ran longer than its timeout.
-	ErrJobTimeout = errors.New("weir: job timed out")
+	ErrJobTimeout = weirtype.ErrJobTimeout
 )
 
 // PanicError is the error recorded for a handler that panicked.
@@ -48,7 +50,7 @@ type producerDeps struct {
 	// trusted; jobTimeout Config.JobTimeout.
 	pollInterval, leaseDuration, leaseBudget, jobTimeout time.Duration
 	retryPolicy                                          RetryPolicy
-	leases                                               *leaseTable
+	leases                                               *lease.Table
 	logger                                               *slog.Logger
 	// limited logs failed attempts, rate-limited.
 	limited *logLimiter
@@ -59,7 +61,7 @@ type producerDeps struct {
 	// ends when Stop's budget runs out, and cuts a claim in flight.
 	base, hard context.Context
 	// submit hands an outcome to the completer.
-	submit func(*finalization)
+	submit func(*completer.Finalization)
 }
 
 // producer claims and runs the jobs of one queue. It owns the goroutines of the
@@ -77,7 +79,7 @@ type producer struct {
 	workers sync.WaitGroup
 
 	mu       sync.Mutex
-	buffer   []*heldJob    // claimed, not started: the local prefetch
+	buffer   []*lease.Job  // claimed, not started: the local prefetch
 	running  int           // handed to a worker, handler not returned
 	claiming bool          // false once Stop began: buffered jobs no longer start
 	idle     chan struct{} // closed when running falls to 0, if someone waits
@@ -86,7 +88,7 @@ type producer struct {
 	// handlers a few workers do all the work and their stacks stay grown, where
 	// handing jobs round-robin to all MaxWorkers would regrow a stack that the
 	// garbage collector shrank at nearly every job.
-	idleWorkers   []chan *heldJob
+	idleWorkers   []chan *lease.Job
 	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
 }
 
@@ -230,12 +232,11 @@ func (p *producer) fill() (got int, more bool, err error) {
 		return 0, false, nil
 	}
 	deadline := sent.Add(p.leaseBudget)
-	jobs := make([]*heldJob, len(rows))
+	jobs := make([]*lease.Job, len(rows))
 	for i, row := range rows {
-		jobs[i] = &heldJob{row: row, token: row.LeaseToken, state: heldBuffered, deadline: deadline}
-		jobs[i].work = prepare(p.handlers.byKind[row.Kind], row)
+		jobs[i] = lease.NewJob(row, prepare(p.handlers.byKind[row.Kind], row), deadline)
 	}
-	p.leases.add(jobs)
+	p.leases.Add(jobs)
 
 	p.mu.Lock()
 	p.buffer = append(p.buffer, jobs...)
@@ -259,7 +260,7 @@ func (p *producer) startBufferedLocked() {
 		j := p.buffer[0]
 		p.buffer[0] = nil
 		p.buffer = p.buffer[1:]
-		if !p.leases.markRunning(j, p.base) {
+		if !p.leases.MarkRunning(j, p.base) {
 			continue // the lease was lost while the job waited
 		}
 		p.running++
@@ -276,8 +277,8 @@ func (p *producer) startBufferedLocked() {
 
 // work is a worker goroutine: it runs j, then each job handed to it while it
 // was idle, until stopWorkers.
-func (p *producer) work(j *heldJob) {
-	inbox := make(chan *heldJob, 1)
+func (p *producer) work(j *lease.Job) {
+	inbox := make(chan *lease.Job, 1)
 	for {
 		p.run(j)
 		p.mu.Lock()
@@ -304,12 +305,12 @@ func (p *producer) work(j *heldJob) {
 
 // run runs one attempt of j and hands its outcome to the completer; work then
 // frees the slot.
-func (p *producer) run(j *heldJob) {
-	ctx := p.leases.handlerContext(j)
-	entry := p.handlers.byKind[j.row.Kind]
+func (p *producer) run(j *lease.Job) {
+	ctx := p.leases.HandlerContext(j)
+	entry := p.handlers.byKind[j.Row.Kind]
 	timeout := p.jobTimeout
 	if entry != nil && entry.timeout != nil {
-		if t := entry.timeout(j.row); t != 0 {
+		if t := entry.timeout(j.Row); t != 0 {
 			timeout = t
 		}
 	}
@@ -319,9 +320,9 @@ func (p *producer) run(j *heldJob) {
 		defer cancel()
 	}
 
-	p.events.emit(EventJobStarted, j.row, nil, 0)
+	p.events.emit(EventJobStarted, j.Row, nil, 0)
 	start := time.Now()
-	err := invoke(ctx, j.work)
+	err := invoke(ctx, j.Work)
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx)
 	fin := finalizationOf(j, entry, p.retryPolicy, err, cause, elapsed)
@@ -331,7 +332,7 @@ func (p *producer) run(j *heldJob) {
 	// for idle handlers and then for the completer to drain, so a finalization
 	// submitted after the slot freed could miss the drain and be lost (the Awa
 	// 0.6 bug).
-	p.leases.markReturned(j)
+	p.leases.MarkReturned(j)
 	p.submit(fin)
 }
 
@@ -378,9 +379,9 @@ func (p *producer) releaseBuffered() {
 	p.buffer = nil
 	p.mu.Unlock()
 	for _, j := range buffered {
-		p.leases.markReturned(j) // it never ran; mark it finalizing
-		p.submit(&finalization{job: j, params: weirdriver.JobFinalizeParams{
-			ID: j.row.ID, LeaseToken: j.token, Outcome: weirdriver.OutcomeReturn,
-		}, prefetched: true})
+		p.leases.MarkReturned(j) // it never ran; mark it finalizing
+		p.submit(&completer.Finalization{Job: j, Params: weirdriver.JobFinalizeParams{
+			ID: j.Row.ID, LeaseToken: j.Token, Outcome: weirdriver.OutcomeReturn,
+		}, Prefetched: true})
 	}
 }

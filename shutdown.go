@@ -69,7 +69,7 @@ func (e *engine) shutdown(ctx context.Context, hard bool) error {
 	stopHard := context.AfterFunc(ctx, e.hardCancel)
 	defer stopHard()
 
-	e.completer.beginStop()
+	e.completer.BeginStop()
 
 	// 1. Stop claiming and wake every goroutine that waits for work.
 	for _, p := range e.producers {
@@ -104,8 +104,8 @@ func (e *engine) shutdown(ctx context.Context, hard bool) error {
 	}
 
 	// 5. Drain every finalization before stopping what keeps leases alive.
-	drainErr := e.completer.waitDrained(ctx)
-	e.completer.close()
+	drainErr := e.completer.WaitDrained(ctx)
+	e.completer.Close()
 
 	// 6. Stop the remaining services and give up leadership.
 	e.maint.Stop(ctx)
@@ -126,7 +126,7 @@ func (e *engine) shutdown(ctx context.Context, hard bool) error {
 	if drainErr != nil {
 		problems = append(problems, "some outcomes were not written before the deadline (rescue will take their jobs)")
 	}
-	if ids := e.completer.unwrittenJobs(); len(ids) > 0 {
+	if ids := e.completer.UnwrittenJobs(); len(ids) > 0 {
 		// The lease was lost (stale), or could not be trusted long enough to
 		// write the outcome: these jobs ran here and may run again.
 		problems = append(problems, fmt.Sprintf("the outcomes of jobs %v were not written: their leases were lost "+
@@ -168,13 +168,13 @@ func (e *engine) waitIdle(ctx context.Context) bool {
 
 // cancelHandlers cancels every running handler with cause ErrShutdown.
 func (e *engine) cancelHandlers() {
-	e.leases.cancelRunning(ErrShutdown)
+	e.leases.CancelRunning(ErrShutdown)
 }
 
 // runningJobs names the jobs whose handlers have not returned.
 func (e *engine) runningJobs() string {
 	var names []string
-	for _, row := range e.leases.running() {
+	for _, row := range e.leases.Running() {
 		names = append(names, "job "+strconv.FormatInt(row.ID, 10)+" ("+row.Kind+")")
 	}
 	sort.Strings(names)

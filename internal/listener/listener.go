@@ -1,4 +1,7 @@
-package weir
+// Package listener holds the connection on which a client listens for insert
+// notifications and control messages. A notification is only a hint (any role
+// may send one): the listener only tells the client, which asks the database.
+package listener
 
 import (
 	"context"
@@ -10,40 +13,41 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// listenerDeps is what the listener works with. A notification is only a hint
-// (any role may send one), so the callbacks only ask the database sooner.
-type listenerDeps struct {
-	driver weirdriver.Driver
-	logger *slog.Logger
-	// connected is called after each (re)connect: notifications may have been
+// Config is what a listener works with. A notification is only a hint (any role
+// may send one), so the callbacks may only ask the database sooner.
+type Config struct {
+	Driver weirdriver.Driver
+	Logger *slog.Logger
+	// Connected is called after each (re)connect: notifications may have been
 	// missed meanwhile.
-	connected func()
-	// insert is called for an insert notification naming queue.
-	insert func(queue string)
-	// cancel is called for a control message asking to cancel job id.
-	cancel func(id int64)
-	// unknown is called for any other control message.
-	unknown func(payload string)
+	Connected func()
+	// Insert is called for an insert notification naming queue.
+	Insert func(queue string)
+	// Cancel is called for a control message asking to cancel job id.
+	Cancel func(id int64)
+	// Unknown is called for any other control message.
+	Unknown func(payload string)
 }
 
-// listener holds one connection that listens for insert notifications and
+// Listener holds one connection that listens for insert notifications and
 // control messages, and reconnects by itself.
-type listener struct {
-	listenerDeps
+type Listener struct {
+	cfg Config
 }
 
-func newListener(deps listenerDeps) *listener {
-	return &listener{listenerDeps: deps}
+// New returns a listener; Run runs it.
+func New(cfg Config) *Listener {
+	return &Listener{cfg: cfg}
 }
 
-// run listens until ctx ends.
-func (l *listener) run(ctx context.Context) {
+// Run listens until ctx ends.
+func (l *Listener) Run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		conn, err := l.driver.Listen(ctx, l.driver.InsertChannel(), l.driver.ControlChannel())
+		conn, err := l.cfg.Driver.Listen(ctx, l.cfg.Driver.InsertChannel(), l.cfg.Driver.ControlChannel())
 		if err != nil {
 			if ctx.Err() == nil {
-				l.logger.Warn("weir: listen; producers poll meanwhile", "error", err, "retry_in", backoff)
+				l.cfg.Logger.Warn("weir: listen; producers poll meanwhile", "error", err, "retry_in", backoff)
 			}
 			t := time.NewTimer(backoff)
 			select {
@@ -56,7 +60,7 @@ func (l *listener) run(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		l.connected()
+		l.cfg.Connected()
 		for {
 			n, err := conn.WaitForNotification(ctx)
 			if err != nil {
@@ -82,20 +86,20 @@ func (l *listener) run(ctx context.Context) {
 // throttles wake-ups that find nothing); a cancel names a running job whose
 // cancel_requested_at the heartbeat then reads, with an early renewal, before it
 // cancels anything. Each costs O(1) here and coalesces with the ones before it.
-func (l *listener) notify(n *weirdriver.Notification) {
+func (l *Listener) notify(n *weirdriver.Notification) {
 	switch n.Channel {
-	case l.driver.InsertChannel():
-		l.insert(n.Payload)
-	case l.driver.ControlChannel():
+	case l.cfg.Driver.InsertChannel():
+		l.cfg.Insert(n.Payload)
+	case l.cfg.Driver.ControlChannel():
 		if strings.HasPrefix(n.Payload, "pause ") {
 			return // every claim checks whether its queue is paused
 		}
 		idText, ok := strings.CutPrefix(n.Payload, "cancel ")
 		id, err := strconv.ParseInt(idText, 10, 64)
 		if !ok || err != nil {
-			l.unknown(n.Payload)
+			l.cfg.Unknown(n.Payload)
 			return
 		}
-		l.cancel(id)
+		l.cfg.Cancel(id)
 	}
 }

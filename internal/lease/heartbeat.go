@@ -1,4 +1,4 @@
-package weir
+package lease
 
 import (
 	"context"
@@ -16,45 +16,46 @@ import (
 // reaches its handler within a gap plus a round trip.
 const earlyRenewGap = 100 * time.Millisecond
 
-// heartbeatDeps is what the heartbeat works with.
-type heartbeatDeps struct {
-	exec   weirdriver.Executor
-	leases *leaseTable
-	logger *slog.Logger
-	// interval is how often every lease is renewed; leaseDuration how long a
+// HeartbeatConfig is what a heartbeat works with.
+type HeartbeatConfig struct {
+	Exec   weirdriver.Executor
+	Leases *Table
+	Logger *slog.Logger
+	// Interval is how often every lease is renewed; LeaseDuration how long a
 	// renewal holds a lease (the database's clock).
-	interval      time.Duration
-	leaseDuration time.Duration
-	// renewals counts renewal statements sent.
-	renewals *atomic.Int64
-	// hard ends when Stop's budget runs out: a renewal cut then is not logged.
-	hard context.Context
+	Interval      time.Duration
+	LeaseDuration time.Duration
+	// Renewals counts renewal statements sent.
+	Renewals *atomic.Int64
+	// Hard ends when Stop's budget runs out: a renewal cut then is not logged.
+	Hard context.Context
 }
 
-// heartbeat renews every lease the client holds in one statement per interval,
+// Heartbeat renews every lease the client holds in one statement per interval,
 // cancels handlers whose lease was lost or asked to cancel, and cancels handlers
 // whose local lease deadline passed while the database could not be reached. On
-// request (renewSoon) it renews early, so that an operator's cancel, which the
+// request (RenewSoon) it renews early, so that an operator's cancel, which the
 // renewal reports, stops its handler promptly.
 //
 // The renewal runs in a goroutine of the heartbeat's own, so that a renewal that
 // hangs (the database is unreachable, a row is locked) never delays the deadline
 // checks, which run four times per interval.
-type heartbeat struct {
-	heartbeatDeps
+type Heartbeat struct {
+	cfg HeartbeatConfig
 	// request (capacity 1) asks for an early renewal.
 	request chan struct{}
 }
 
-func newHeartbeat(deps heartbeatDeps) *heartbeat {
-	return &heartbeat{heartbeatDeps: deps, request: make(chan struct{}, 1)}
+// NewHeartbeat returns a heartbeat; Run runs it.
+func NewHeartbeat(cfg HeartbeatConfig) *Heartbeat {
+	return &Heartbeat{cfg: cfg, request: make(chan struct{}, 1)}
 }
 
-// run renews leases until ctx ends.
-func (h *heartbeat) run(ctx context.Context) {
-	tick := time.NewTicker(h.interval)
+// Run renews leases until ctx ends.
+func (h *Heartbeat) Run(ctx context.Context) {
+	tick := time.NewTicker(h.cfg.Interval)
 	defer tick.Stop()
-	check := time.NewTicker(max(h.interval/4, time.Millisecond))
+	check := time.NewTicker(max(h.cfg.Interval/4, time.Millisecond))
 	defer check.Stop()
 	early := time.NewTimer(time.Hour)
 	early.Stop()
@@ -104,44 +105,44 @@ func (h *heartbeat) run(ctx context.Context) {
 			inFlight = false
 			startEarly()
 		case now := <-check.C:
-			h.leases.expire(now)
+			h.cfg.Leases.Expire(now)
 		}
 	}
 }
 
-// leaseBudget is how long after a claim or renewal is sent the client trusts the
+// Budget is how long after a claim or renewal is sent the client trusts the
 // lease: the lease duration minus one heartbeat interval of margin, so that a
 // handler is cancelled before the database lets another worker take its job.
-func (h *heartbeat) leaseBudget() time.Duration {
-	return h.leaseDuration - h.interval
+func (h *Heartbeat) Budget() time.Duration {
+	return h.cfg.LeaseDuration - h.cfg.Interval
 }
 
-func (h *heartbeat) renew(ctx context.Context) {
+func (h *Heartbeat) renew(ctx context.Context) {
 	// A slow renewal still helps as long as it lands while the leases are trusted;
 	// the deadline checks run apart from it.
-	ctx, cancel := context.WithTimeout(ctx, h.leaseBudget())
+	ctx, cancel := context.WithTimeout(ctx, h.Budget())
 	defer cancel()
-	ids, tokens := h.leases.snapshot()
+	ids, tokens := h.cfg.Leases.Snapshot()
 	if len(ids) == 0 {
 		return
 	}
 	sent := time.Now()
-	h.renewals.Add(1)
-	res, err := h.exec.JobRenew(ctx, &weirdriver.JobRenewParams{
-		IDs: ids, LeaseTokens: tokens, LeaseDuration: h.leaseDuration,
+	h.cfg.Renewals.Add(1)
+	res, err := h.cfg.Exec.JobRenew(ctx, &weirdriver.JobRenewParams{
+		IDs: ids, LeaseTokens: tokens, LeaseDuration: h.cfg.LeaseDuration,
 	})
 	if err != nil {
-		if ctx.Err() == nil || h.hard.Err() == nil {
-			h.logger.Warn("weir: renew leases", "leases", len(ids), "error", err)
+		if ctx.Err() == nil || h.cfg.Hard.Err() == nil {
+			h.cfg.Logger.Warn("weir: renew leases", "leases", len(ids), "error", err)
 		}
 		return
 	}
-	h.leases.applyRenewal(ids, tokens, res, sent.Add(h.leaseBudget()))
+	h.cfg.Leases.ApplyRenewal(ids, tokens, res, sent.Add(h.Budget()))
 }
 
-// renewSoon asks the heartbeat for an early renewal, which reports the running
+// RenewSoon asks the heartbeat for an early renewal, which reports the running
 // jobs whose cancel was requested. It never blocks; requests coalesce.
-func (h *heartbeat) renewSoon() {
+func (h *Heartbeat) RenewSoon() {
 	select {
 	case h.request <- struct{}{}:
 	default:

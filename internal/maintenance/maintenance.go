@@ -96,29 +96,24 @@ func (c *Config) validate() error {
 		return errors.New("maintenance: ClientID is empty")
 	}
 	for _, d := range []struct {
-		name string
-		v    time.Duration
+		name     string
+		v        time.Duration
+		required bool // it has no default: zero is refused
+		signed   bool // a negative value means something (keep forever)
 	}{
-		{"RescueInterval", c.RescueInterval},
-		{"CompletedRetention", c.CompletedRetention},
-		{"CancelledRetention", c.CancelledRetention},
-		{"DiscardedRetention", c.DiscardedRetention},
+		{"RescueInterval", c.RescueInterval, true, false},
+		{"CompletedRetention", c.CompletedRetention, true, true},
+		{"CancelledRetention", c.CancelledRetention, true, true},
+		{"DiscardedRetention", c.DiscardedRetention, true, true},
+		{"ElectInterval", c.ElectInterval, false, false},
+		{"LeaderTTL", c.LeaderTTL, false, false},
+		{"ScheduleInterval", c.ScheduleInterval, false, false},
+		{"PruneInterval", c.PruneInterval, false, false},
 	} {
-		if d.v == 0 {
+		switch {
+		case d.required && d.v == 0:
 			return fmt.Errorf("maintenance: %s is not set", d.name)
-		}
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"RescueInterval", c.RescueInterval},
-		{"ElectInterval", c.ElectInterval},
-		{"LeaderTTL", c.LeaderTTL},
-		{"ScheduleInterval", c.ScheduleInterval},
-		{"PruneInterval", c.PruneInterval},
-	} {
-		if d.v < 0 {
+		case !d.signed && d.v < 0:
 			return fmt.Errorf("maintenance: %s %v is negative", d.name, d.v)
 		}
 	}

@@ -104,10 +104,24 @@ type Client struct {
 	driver weirdriver.Driver
 	events *eventBus
 
-	mu      sync.Mutex
-	started bool
-	rt      *runtime // set by Start
+	// mu guards the fields below. It is never held across I/O, so that Stats,
+	// IsLeader and inserts never wait for a Start that waits for the database.
+	mu    sync.Mutex
+	state clientState
+	// startDone is closed when the Start in flight (state clientStarting) ends.
+	startDone chan struct{}
+	eng       *engine // set when Start succeeded
 }
+
+// clientState is where a client stands in its one life: a failed Start goes
+// back to clientIdle; a Stop does not change it (the engine knows it stopped).
+type clientState int
+
+const (
+	clientIdle     clientState = iota // not started, or the last Start failed
+	clientStarting                    // a Start runs: it checks the schema and starts the engine
+	clientStarted                     // the engine runs, or ran and was stopped
+)
 
 // NewClient returns a client on driver. It does no I/O; a schema that is not
 // migrated shows up as an error wrapping ErrNotMigrated at first use.
@@ -293,16 +307,16 @@ func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*I
 // once, without waiting for the notification's round trip.
 func (c *Client) wakeLocal(results []*InsertResult) {
 	c.mu.Lock()
-	rt := c.rt
+	e := c.eng
 	c.mu.Unlock()
-	if rt == nil {
+	if e == nil {
 		return
 	}
 	for _, r := range results {
 		if r.Duplicate || r.Job.State != JobStateAvailable {
 			continue
 		}
-		if p := rt.producers[r.Job.Queue]; p != nil {
+		if p := e.producers[r.Job.Queue]; p != nil {
 			p.poke()
 		}
 	}

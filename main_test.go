@@ -36,6 +36,8 @@ type setupOpts struct {
 	maxConns int32
 	// appName, if set, is the pool's application_name.
 	appName string
+	// pool, if set, changes the pool's config further.
+	pool func(*pgxpool.Config)
 }
 
 func setup(t testing.TB, opts *setupOpts) *bundle {
@@ -50,6 +52,9 @@ func setup(t testing.TB, opts *setupOpts) *bundle {
 		}
 		if opts.appName != "" {
 			c.ConnConfig.RuntimeParams["application_name"] = opts.appName
+		}
+		if opts.pool != nil {
+			opts.pool(c)
 		}
 	})
 	var err error

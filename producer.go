@@ -2,29 +2,33 @@ package weir
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/weirq/weir/internal/completer"
+	"github.com/weirq/weir/internal/lease"
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
 )
 
 // Causes with which the runtime cancels a handler's context; a handler reads them
-// with context.Cause.
+// with context.Cause. They are weirtype's, so that errors.Is matches either name.
 var (
 	// ErrLeaseLost: the job's lease was lost (rescued, re-claimed or deleted), or
 	// could not be renewed in time; another worker may run the job.
-	ErrLeaseLost = errors.New("weir: lease lost")
+	ErrLeaseLost = weirtype.ErrLeaseLost
 	// ErrJobCancelRequested: an operator cancelled the running job.
-	ErrJobCancelRequested = errors.New("weir: job cancel requested")
+	ErrJobCancelRequested = weirtype.ErrJobCancelRequested
 	// ErrShutdown: the client is stopping and the shutdown budget ran out; a
 	// handler that returns an error now gives the job back without spending an
 	// attempt.
-	ErrShutdown = errors.New("weir: client stopping")
+	ErrShutdown = weirtype.ErrShutdown
 	// ErrJobTimeout: the attempt ran longer than its timeout.
-	ErrJobTimeout = errors.New("weir: job timed out")
+	ErrJobTimeout = weirtype.ErrJobTimeout
 )
 
 // PanicError is the error recorded for a handler that panicked.
@@ -35,10 +39,35 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
+// producerDeps is what every producer works with; the engine gives each the same.
+type producerDeps struct {
+	exec     weirdriver.Executor
+	clientID string
+	// handlers are the client's workers, by job kind.
+	handlers *Workers
+	// pollInterval is Config.FetchPollInterval; leaseDuration how long a claim
+	// holds a job; leaseBudget how long after a claim is sent its leases are
+	// trusted; jobTimeout Config.JobTimeout.
+	pollInterval, leaseDuration, leaseBudget, jobTimeout time.Duration
+	retryPolicy                                          RetryPolicy
+	leases                                               *lease.Table
+	logger                                               *slog.Logger
+	// limited logs failed attempts, rate-limited.
+	limited *logLimiter
+	events  *eventBus
+	// claims counts claim statements.
+	claims *atomic.Int64
+	// base carries Start's values, never its cancellation, to handlers; hard
+	// ends when Stop's budget runs out, and cuts a claim in flight.
+	base, hard context.Context
+	// submit hands an outcome to the completer.
+	submit func(*completer.Finalization)
+}
+
 // producer claims and runs the jobs of one queue. It owns the goroutines of the
 // handlers it starts.
 type producer struct {
-	rt    *runtime
+	producerDeps
 	queue string
 	cfg   QueueConfig
 	wake  chan struct{} // capacity 1: a pending wake-up
@@ -50,7 +79,7 @@ type producer struct {
 	workers sync.WaitGroup
 
 	mu       sync.Mutex
-	buffer   []*heldJob    // claimed, not started: the local prefetch
+	buffer   []*lease.Job  // claimed, not started: the local prefetch
 	running  int           // handed to a worker, handler not returned
 	claiming bool          // false once Stop began: buffered jobs no longer start
 	idle     chan struct{} // closed when running falls to 0, if someone waits
@@ -59,13 +88,13 @@ type producer struct {
 	// handlers a few workers do all the work and their stacks stay grown, where
 	// handing jobs round-robin to all MaxWorkers would regrow a stack that the
 	// garbage collector shrank at nearly every job.
-	idleWorkers   []chan *heldJob
+	idleWorkers   []chan *lease.Job
 	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
 }
 
-func newProducer(rt *runtime, queue string, cfg QueueConfig) *producer {
+func newProducer(deps producerDeps, queue string, cfg QueueConfig) *producer {
 	return &producer{
-		rt: rt, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
+		producerDeps: deps, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
 		claiming: true,
 	}
 }
@@ -159,7 +188,7 @@ func (p *producer) loop(ctx context.Context) {
 		lastClaim = time.Now()
 		got, more, err := p.fill()
 		lastEmpty = got == 0
-		wait := p.rt.cfg.FetchPollInterval
+		wait := p.pollInterval
 		switch {
 		case err != nil:
 			wait = min(wait, time.Second) // a failed claim (a dropped connection) is retried soon
@@ -186,29 +215,28 @@ func (p *producer) fill() (got int, more bool, err error) {
 	// and interrupted only when Stop's budget runs out, or when it takes so long that
 	// its leases could no longer be trusted anyway: an interrupted claim may have
 	// committed, leaving its jobs to rescue.
-	ctx, cancel := context.WithTimeout(p.rt.hardCtx, p.rt.leaseBudget())
+	ctx, cancel := context.WithTimeout(p.hard, p.leaseBudget)
 	defer cancel()
 	sent := time.Now()
-	rows, err := p.rt.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
-		Queue: p.queue, Max: room, ClientID: p.rt.clientID, LeaseDuration: p.rt.cfg.LeaseDuration,
+	rows, err := p.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
+		Queue: p.queue, Max: room, ClientID: p.clientID, LeaseDuration: p.leaseDuration,
 	})
-	p.rt.stats.claims.Add(1)
+	p.claims.Add(1)
 	if err != nil {
-		if p.rt.hardCtx.Err() == nil {
-			p.rt.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)
+		if p.hard.Err() == nil {
+			p.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)
 		}
 		return 0, false, err
 	}
 	if len(rows) == 0 {
 		return 0, false, nil
 	}
-	deadline := sent.Add(p.rt.leaseBudget())
-	jobs := make([]*heldJob, len(rows))
+	deadline := sent.Add(p.leaseBudget)
+	jobs := make([]*lease.Job, len(rows))
 	for i, row := range rows {
-		jobs[i] = &heldJob{row: row, token: row.LeaseToken, state: heldBuffered, deadline: deadline}
-		jobs[i].work = prepare(p.rt.cfg.Workers.byKind[row.Kind], row)
+		jobs[i] = lease.NewJob(row, prepare(p.handlers.byKind[row.Kind], row), deadline)
 	}
-	p.rt.leases.add(jobs)
+	p.leases.Add(jobs)
 
 	p.mu.Lock()
 	p.buffer = append(p.buffer, jobs...)
@@ -232,7 +260,7 @@ func (p *producer) startBufferedLocked() {
 		j := p.buffer[0]
 		p.buffer[0] = nil
 		p.buffer = p.buffer[1:]
-		if !p.rt.markRunning(j) {
+		if !p.leases.MarkRunning(j, p.base) {
 			continue // the lease was lost while the job waited
 		}
 		p.running++
@@ -249,8 +277,8 @@ func (p *producer) startBufferedLocked() {
 
 // work is a worker goroutine: it runs j, then each job handed to it while it
 // was idle, until stopWorkers.
-func (p *producer) work(j *heldJob) {
-	inbox := make(chan *heldJob, 1)
+func (p *producer) work(j *lease.Job) {
+	inbox := make(chan *lease.Job, 1)
 	for {
 		p.run(j)
 		p.mu.Lock()
@@ -277,13 +305,12 @@ func (p *producer) work(j *heldJob) {
 
 // run runs one attempt of j and hands its outcome to the completer; work then
 // frees the slot.
-func (p *producer) run(j *heldJob) {
-	rt := p.rt
-	ctx := rt.handlerContext(j)
-	entry := rt.cfg.Workers.byKind[j.row.Kind]
-	timeout := rt.cfg.JobTimeout
+func (p *producer) run(j *lease.Job) {
+	ctx := p.leases.HandlerContext(j)
+	entry := p.handlers.byKind[j.Row.Kind]
+	timeout := p.jobTimeout
 	if entry != nil && entry.timeout != nil {
-		if t := entry.timeout(j.row); t != 0 {
+		if t := entry.timeout(j.Row); t != 0 {
 			timeout = t
 		}
 	}
@@ -293,20 +320,20 @@ func (p *producer) run(j *heldJob) {
 		defer cancel()
 	}
 
-	rt.events.emit(EventJobStarted, j.row, nil, 0)
+	p.events.emit(EventJobStarted, j.Row, nil, 0)
 	start := time.Now()
-	err := invoke(ctx, j.work)
+	err := invoke(ctx, j.Work)
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx)
-	fin := rt.finalization(j, entry, err, cause, elapsed)
-	rt.logFailure(j, fin, cause)
+	fin := finalizationOf(j, entry, p.retryPolicy, err, cause, elapsed)
+	logFailure(p.limited, j, fin, cause)
 
 	// The outcome is tracked by the completer before the slot frees: Stop waits
 	// for idle handlers and then for the completer to drain, so a finalization
 	// submitted after the slot freed could miss the drain and be lost (the Awa
 	// 0.6 bug).
-	rt.handlerReturned(j)
-	rt.completer.submit(fin)
+	p.leases.MarkReturned(j)
+	p.submit(fin)
 }
 
 // prepare returns the call of row's handler with its decoded args. A panic
@@ -352,9 +379,9 @@ func (p *producer) releaseBuffered() {
 	p.buffer = nil
 	p.mu.Unlock()
 	for _, j := range buffered {
-		p.rt.handlerReturned(j) // it never ran; mark it finalizing
-		p.rt.completer.submit(&finalization{job: j, params: weirdriver.JobFinalizeParams{
-			ID: j.row.ID, LeaseToken: j.token, Outcome: weirdriver.OutcomeReturn,
-		}, event: EventJobReleased, prefetched: true})
+		p.leases.MarkReturned(j) // it never ran; mark it finalizing
+		p.submit(&completer.Finalization{Job: j, Params: weirdriver.JobFinalizeParams{
+			ID: j.Row.ID, LeaseToken: j.Token, Outcome: weirdriver.OutcomeReturn,
+		}, Prefetched: true})
 	}
 }

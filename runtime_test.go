@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/weirq/weir"
 )
 
@@ -367,5 +370,86 @@ func TestStartAfterStop(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "stopped") || !strings.Contains(err.Error(), "new client") {
 		t.Fatalf("Start after Stop: %q does not say the client was stopped and what to do", err)
+	}
+}
+
+// TestStatsDuringSlowStart holds Start in its schema check (every connection the
+// pool hands out waits for the test) and reads the client meanwhile: Stats and
+// IsLeader must not wait for Start's database I/O. They waited while Start held
+// the client's mutex across the check. A Stop meanwhile waits for the Start and
+// then stops the client.
+func TestStatsDuringSlowStart(t *testing.T) {
+	t.Parallel()
+	var hold atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	b := setup(t, &setupOpts{pool: func(c *pgxpool.Config) {
+		c.PrepareConn = func(ctx context.Context, _ *pgx.Conn) (bool, error) {
+			if hold.Load() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return true, ctx.Err()
+				}
+			}
+			return true, nil
+		}
+	}})
+	c, err := weir.NewClient(b.driver, fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold.Store(true)
+	var startErr error
+	started := make(chan struct{})
+	go func() {
+		startErr = c.Start(testCtx(t))
+		close(started)
+	}()
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(func() { // also when the test fails below, so that nothing is left running
+		unblock()
+		<-started
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Start did not reach the database")
+	}
+
+	read := make(chan weir.Stats, 1)
+	go func() {
+		_ = c.IsLeader()
+		read <- c.Stats()
+	}()
+	select {
+	case s := <-read:
+		if s.Claims != 0 {
+			t.Fatalf("stats %+v before the client started", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stats and IsLeader waited for Start's schema check")
+	}
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(testCtx(t)) }()
+	unblock()
+	<-started
+	if startErr != nil {
+		t.Fatalf("Start: %v", startErr)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop during Start: %v", err)
+	}
+	if err := c.Start(testCtx(t)); !errors.Is(err, weir.ErrStopped) {
+		t.Fatalf("Start after a Stop that waited for the first Start: %v, want ErrStopped", err)
 	}
 }

@@ -2,7 +2,7 @@
  * weir.pml: a model of weir's lease protocol, for the spin model checker.
  *
  * docs/model.md says what this covers, what it leaves out, and how each step maps
- * to the runtime (producer.go, heartbeat.go, completer.go, runtime.go), to the
+ * to the runtime (producer.go, engine.go, internal/lease, internal/completer), to the
  * maintenance leader (internal/maintenance/tasks.go) and to the statements of
  * weirdriver/weirpgx/runtime_queries.go. model/check.sh runs it (`make model`).
  *
@@ -76,7 +76,7 @@ typedef Stmt {
 Stmt fs[NW];     /* the completer's JobFinalize */
 Stmt rs[NW];     /* a JobRenew whose call timed out: it may still land */
 
-/* ---- each worker's local state (heldJob in lease.go) ----------------------- */
+/* ---- each worker's local state (lease.Job in internal/lease) --------------- */
 mtype life[NW];
 mtype hs[NW];         /* heldState: IDLE (no lease), BUFFERED, HANDLER, FINALIZING */
 byte  hj[NW];         /* the held job */
@@ -308,7 +308,7 @@ proctype worker(byte w) {
 	:: atomic { hs[w] == BUFFERED && life[w] == STOPPING -> hout[w] = RETURN; hs[w] = FINALIZING;
 		printf("w%d: buffered job %d to be returned\n", w, hj[w]) }
 
-	/* -- the handler returns (producer.go run, runtime.go finalization) ------ */
+	/* -- the handler returns (producer.go run, outcome.go finalization) ------ */
 	:: atomic { hs[w] == HANDLER ->
 		if
 		:: hout[w] = COMPLETE                           /* nil */
@@ -324,7 +324,7 @@ proctype worker(byte w) {
 		:: else -> skip
 		fi }
 
-	/* -- completer (completer.go loop, write, dropInvalid) ------------------- */
+	/* -- completer (internal/completer Run, write, dropInvalid) -------------- */
 	/* A first write goes out even under a lease known lost; a retry only while
 	 * the lease is trusted. A copy of a timed-out call still on the wire is let
 	 * land or vanish first. */
@@ -337,7 +337,7 @@ proctype worker(byte w) {
 		printf("w%d: outcome of job %d abandoned, lease lost\n", w, hj[w]);
 		note_unwritten(w); forget(w) }
 
-	/* -- heartbeat (heartbeat.go renew, expireDeadlines) --------------------- */
+	/* -- heartbeat (internal/lease renew, Expire) ---------------------------- */
 	:: atomic { hs[w] != IDLE && !lost[w] && HB_ON(w) ->
 		if
 		:: j = hj[w]; t = ht[w]; g = hgl[w]; sql_renew(j, t, g, ok); j = 0; t = 0; g = 0;
@@ -357,7 +357,7 @@ proctype worker(byte w) {
 	:: atomic { hs[w] != IDLE && hbfail[w] && !lost[w] -> lost[w] = true;
 		printf("w%d: local lease deadline of job %d passes: lease lost\n", w, hj[w]) }
 
-	/* -- Stop (runtime.go shutdown) ------------------------------------------ */
+	/* -- Stop (shutdown.go shutdown) ----------------------------------------- */
 	:: atomic { life[w] == UP -> life[w] = STOPPING;     /* 1. stop claiming */
 #ifdef HB_STOP_EARLY
 		hbfail[w] = (hs[w] != IDLE);                     /* no more renewals */

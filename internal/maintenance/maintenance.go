@@ -18,33 +18,31 @@ import (
 // LeaderName is the name maintenance leadership is elected under.
 const LeaderName = "maintenance"
 
-// Defaults of Config's zero fields.
+// Defaults of Config's zero fields. The rescue interval and the retentions have
+// none here: they are the client's settings, whose defaults the client owns.
 const (
-	DefaultRescueInterval     = 15 * time.Second
-	DefaultCompletedRetention = 24 * time.Hour
-	DefaultCancelledRetention = 7 * 24 * time.Hour
-	DefaultDiscardedRetention = 7 * 24 * time.Hour
-	DefaultElectInterval      = 5 * time.Second
-	DefaultScheduleInterval   = time.Second
-	DefaultPruneInterval      = time.Minute
-	DefaultBatchSize          = 1000
+	DefaultElectInterval    = 5 * time.Second
+	DefaultScheduleInterval = time.Second
+	DefaultPruneInterval    = time.Minute
+	DefaultBatchSize        = 1000
 )
 
 // ErrStopped is returned by Start on a service that was stopped or started before:
 // a service runs once.
 var ErrStopped = errors.New("maintenance: service already started or stopped")
 
-// Config configures a Service. Zero fields take their defaults.
+// Config configures a Service. Zero fields take their defaults, except the rescue
+// interval and the retentions, which are required.
 type Config struct {
 	// ClientID is the candidate's unique id. Required.
 	ClientID string
 	// Logger receives the service's logs. Default: slog.Default().
 	Logger *slog.Logger
-	// RescueInterval is how often expired leases are rescued. Default: 15 s.
+	// RescueInterval is how often expired leases are rescued. Required.
 	RescueInterval time.Duration
 	// CompletedRetention, CancelledRetention and DiscardedRetention say how long
-	// final jobs are kept before they are deleted. Defaults: 24 h, 7 days, 7 days.
-	// Negative means keep forever.
+	// final jobs are kept before they are deleted. Negative means keep forever.
+	// Required.
 	CompletedRetention time.Duration
 	CancelledRetention time.Duration
 	DiscardedRetention time.Duration
@@ -82,10 +80,6 @@ func (c *Config) withDefaults() Config {
 			*d = v
 		}
 	}
-	def(&cfg.RescueInterval, DefaultRescueInterval)
-	def(&cfg.CompletedRetention, DefaultCompletedRetention)
-	def(&cfg.CancelledRetention, DefaultCancelledRetention)
-	def(&cfg.DiscardedRetention, DefaultDiscardedRetention)
 	def(&cfg.ElectInterval, DefaultElectInterval)
 	def(&cfg.LeaderTTL, 3*cfg.ElectInterval)
 	def(&cfg.ScheduleInterval, DefaultScheduleInterval)
@@ -102,16 +96,24 @@ func (c *Config) validate() error {
 		return errors.New("maintenance: ClientID is empty")
 	}
 	for _, d := range []struct {
-		name string
-		v    time.Duration
+		name     string
+		v        time.Duration
+		required bool // it has no default: zero is refused
+		signed   bool // a negative value means something (keep forever)
 	}{
-		{"RescueInterval", c.RescueInterval},
-		{"ElectInterval", c.ElectInterval},
-		{"LeaderTTL", c.LeaderTTL},
-		{"ScheduleInterval", c.ScheduleInterval},
-		{"PruneInterval", c.PruneInterval},
+		{"RescueInterval", c.RescueInterval, true, false},
+		{"CompletedRetention", c.CompletedRetention, true, true},
+		{"CancelledRetention", c.CancelledRetention, true, true},
+		{"DiscardedRetention", c.DiscardedRetention, true, true},
+		{"ElectInterval", c.ElectInterval, false, false},
+		{"LeaderTTL", c.LeaderTTL, false, false},
+		{"ScheduleInterval", c.ScheduleInterval, false, false},
+		{"PruneInterval", c.PruneInterval, false, false},
 	} {
-		if d.v < 0 {
+		switch {
+		case d.required && d.v == 0:
+			return fmt.Errorf("maintenance: %s is not set", d.name)
+		case !d.signed && d.v < 0:
 			return fmt.Errorf("maintenance: %s %v is negative", d.name, d.v)
 		}
 	}

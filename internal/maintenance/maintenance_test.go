@@ -66,13 +66,18 @@ func (b *bundle) ownPool(t *testing.T) (*pgxpool.Pool, weirdriver.Executor) {
 	return pool, d.Executor()
 }
 
-// config returns a config with short intervals for client id.
+// config returns a config with short elections for client id, and the rescue
+// interval and retentions of a client's defaults.
 func config(t *testing.T, id string) *maintenance.Config {
 	return &maintenance.Config{
-		ClientID:      id,
-		Logger:        slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("test_client", id),
-		ElectInterval: electInterval,
-		LeaderTTL:     leaderTTL,
+		ClientID:           id,
+		Logger:             slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("test_client", id),
+		ElectInterval:      electInterval,
+		LeaderTTL:          leaderTTL,
+		RescueInterval:     15 * time.Second,
+		CompletedRetention: 24 * time.Hour,
+		CancelledRetention: 7 * 24 * time.Hour,
+		DiscardedRetention: 7 * 24 * time.Hour,
 	}
 }
 
@@ -674,11 +679,22 @@ func TestLifecycle(t *testing.T) {
 	t.Run("InvalidConfig", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		// valid returns a config that Start accepts, changed by change.
+		valid := func(change func(*maintenance.Config)) *maintenance.Config {
+			cfg := &maintenance.Config{ClientID: "c", RescueInterval: time.Second,
+				CompletedRetention: time.Hour, CancelledRetention: time.Hour, DiscardedRetention: time.Hour}
+			change(cfg)
+			return cfg
+		}
 		for name, cfg := range map[string]*maintenance.Config{
-			"no client id":  {},
-			"short ttl":     {ClientID: "c", ElectInterval: time.Second, LeaderTTL: 2 * time.Second},
-			"negative":      {ClientID: "c", RescueInterval: -time.Second},
-			"negative size": {ClientID: "c", BatchSize: -1},
+			"no client id": valid(func(c *maintenance.Config) { c.ClientID = "" }),
+			"short ttl": valid(func(c *maintenance.Config) {
+				c.ElectInterval, c.LeaderTTL = time.Second, 2*time.Second
+			}),
+			"negative":      valid(func(c *maintenance.Config) { c.RescueInterval = -time.Second }),
+			"negative size": valid(func(c *maintenance.Config) { c.BatchSize = -1 }),
+			"no rescue":     valid(func(c *maintenance.Config) { c.RescueInterval = 0 }),
+			"no retention":  valid(func(c *maintenance.Config) { c.DiscardedRetention = 0 }),
 		} {
 			s := maintenance.New(b.exec, cfg)
 			if err := s.Start(t.Context()); err == nil {
@@ -687,7 +703,7 @@ func TestLifecycle(t *testing.T) {
 			}
 			stop(t, s)
 		}
-		s := maintenance.New(nil, &maintenance.Config{ClientID: "c"})
+		s := maintenance.New(nil, valid(func(*maintenance.Config) {}))
 		if err := s.Start(t.Context()); err == nil {
 			t.Error("Start accepted a nil executor")
 		}

@@ -1,37 +1,58 @@
-package weir
+// Package completer writes the outcomes of a client's jobs in batches, each one
+// fenced statement, and tracks every outcome until it is written, found stale or
+// abandoned, so that a client's Stop can drain them all.
+package completer
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/weirq/weir/internal/lease"
 	"github.com/weirq/weir/weirdriver"
 )
 
-// finalization is the tracked write of one job's outcome.
-type finalization struct {
-	job    *heldJob
-	params weirdriver.JobFinalizeParams
-	event  EventKind
-	err    error         // the attempt's error, for events
-	ran    time.Duration // how long the handler ran
-	// prefetched is set for a job given back before its handler started.
-	prefetched bool
+// Finalization is the tracked write of one job's outcome.
+type Finalization struct {
+	Job    *lease.Job
+	Params weirdriver.JobFinalizeParams
+	Err    error         // the attempt's error, for events
+	Ran    time.Duration // how long the handler ran
+	// Prefetched is set for a job given back before its handler started.
+	Prefetched bool
 }
 
-// completerMaxBatch bounds one finalize statement.
-const completerMaxBatch = 2000
+// maxBatch bounds one finalize statement.
+const maxBatch = 2000
 
-// completer writes outcomes in batches, each batch one fenced statement. Every
+// Config is what a completer works with.
+type Config struct {
+	Exec   weirdriver.Executor
+	Leases *lease.Table
+	Logger *slog.Logger
+	// LeaseBudget is how long after a claim or renewal is sent a lease is trusted:
+	// a write that takes longer is cut.
+	LeaseBudget time.Duration
+	// Finalized counts outcomes written, Released the prefetched jobs among them
+	// given back, and Abandoned the outcomes not written.
+	Finalized, Released, Abandoned *atomic.Int64
+	// Written is told of each outcome written; Stale of each write that matched
+	// nothing (the lease had been lost).
+	Written, Stale func(*Finalization)
+}
+
+// Completer writes outcomes in batches, each batch one fenced statement. Every
 // finalization submitted is tracked until it is written, found stale, or abandoned
 // because its lease can no longer be trusted; Stop drains them all before it stops
 // the heartbeat.
-type completer struct {
-	rt *runtime
+type Completer struct {
+	cfg Config
 
 	mu      sync.Mutex
-	queue   []*finalization
+	queue   []*Finalization
 	pending int  // submitted and not yet resolved
 	closed  bool // no more submissions (after Stop)
 	// stopping is set when Stop begins; from then on the jobs whose handler ran
@@ -44,21 +65,22 @@ type completer struct {
 	drained   chan struct{} // closed when pending falls to 0, if someone waits
 }
 
-func newCompleter(rt *runtime) *completer {
-	return &completer{rt: rt, more: make(chan struct{}, 1)}
+// New returns a completer; Run runs it.
+func New(cfg Config) *Completer {
+	return &Completer{cfg: cfg, more: make(chan struct{}, 1)}
 }
 
-// submit queues f for writing. After the completer closed (an abandoned handler
+// Submit queues f for writing. After the completer closed (an abandoned handler
 // that returned after Stop), f is dropped: its lease is no longer renewed and
 // rescue takes the job.
-func (c *completer) submit(f *finalization) {
+func (c *Completer) Submit(f *Finalization) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		c.noteUnwritten(f)
-		c.rt.stats.abandoned.Add(1)
-		c.rt.logger.Warn("weir: outcome dropped after stop; rescue will take the job",
-			"job_id", f.job.row.ID, "lease_token", f.job.token)
+		c.cfg.Abandoned.Add(1)
+		c.cfg.Logger.Warn("weir: outcome dropped after stop; rescue will take the job",
+			"job_id", f.Job.Row.ID, "lease_token", f.Job.Token)
 		return
 	}
 	c.queue = append(c.queue, f)
@@ -70,8 +92,8 @@ func (c *completer) submit(f *finalization) {
 	}
 }
 
-// beginStop starts keeping the jobs whose outcome goes unwritten.
-func (c *completer) beginStop() {
+// BeginStop starts keeping the jobs whose outcome goes unwritten.
+func (c *Completer) BeginStop() {
 	c.mu.Lock()
 	c.stopping = true
 	c.mu.Unlock()
@@ -79,26 +101,26 @@ func (c *completer) beginStop() {
 
 // noteUnwritten keeps f's job when Stop has begun and its handler ran (a job
 // given back before it started cannot run twice because of it).
-func (c *completer) noteUnwritten(f *finalization) {
-	if f.prefetched {
+func (c *Completer) noteUnwritten(f *Finalization) {
+	if f.Prefetched {
 		return
 	}
 	c.mu.Lock()
 	if c.stopping {
-		c.unwritten = append(c.unwritten, f.job.row.ID)
+		c.unwritten = append(c.unwritten, f.Job.Row.ID)
 	}
 	c.mu.Unlock()
 }
 
-// unwrittenJobs returns the jobs kept by noteUnwritten.
-func (c *completer) unwrittenJobs() []int64 {
+// UnwrittenJobs returns the jobs kept by noteUnwritten.
+func (c *Completer) UnwrittenJobs() []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.unwritten)
 }
 
 // resolve marks finalizations as done.
-func (c *completer) resolve(n int) {
+func (c *Completer) resolve(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pending -= n
@@ -108,8 +130,8 @@ func (c *completer) resolve(n int) {
 	}
 }
 
-// waitDrained returns when every submitted finalization is resolved, or ctx ends.
-func (c *completer) waitDrained(ctx context.Context) error {
+// WaitDrained returns when every submitted finalization is resolved, or ctx ends.
+func (c *Completer) WaitDrained(ctx context.Context) error {
 	c.mu.Lock()
 	if c.pending == 0 {
 		c.mu.Unlock()
@@ -128,16 +150,16 @@ func (c *completer) waitDrained(ctx context.Context) error {
 	}
 }
 
-// close refuses further submissions.
-func (c *completer) close() {
+// Close refuses further submissions.
+func (c *Completer) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 }
 
-// loop writes batches until ctx ends; then it abandons what is left.
-func (c *completer) loop(ctx context.Context) {
-	var retry []*finalization // a batch whose write failed, waiting to be retried
+// Run writes batches until ctx ends; then it abandons what is left.
+func (c *Completer) Run(ctx context.Context) {
+	var retry []*Finalization // a batch whose write failed, waiting to be retried
 	backoff := 10 * time.Millisecond
 	for {
 		if len(retry) == 0 {
@@ -152,7 +174,7 @@ func (c *completer) loop(ctx context.Context) {
 		// stale write is counted. A retry goes out only while the lease is valid.
 		retry = c.dropInvalid(retry)
 		c.mu.Lock()
-		n := min(len(c.queue), completerMaxBatch-len(retry))
+		n := min(len(c.queue), maxBatch-len(retry))
 		batch := append(retry, c.queue[:n]...)
 		c.queue = c.queue[n:]
 		if len(c.queue) > 0 {
@@ -172,7 +194,7 @@ func (c *completer) loop(ctx context.Context) {
 				c.abandonAll()
 				return
 			}
-			c.rt.logger.Warn("weir: write outcomes; retrying", "jobs", len(batch), "error", err)
+			c.cfg.Logger.Warn("weir: write outcomes; retrying", "jobs", len(batch), "error", err)
 			retry = batch
 			t := time.NewTimer(backoff)
 			select {
@@ -192,12 +214,12 @@ func (c *completer) loop(ctx context.Context) {
 
 // dropInvalid abandons the finalizations whose lease can no longer be trusted, so
 // that a failing write is not retried past the point where rescue may take over.
-func (c *completer) dropInvalid(batch []*finalization) []*finalization {
+func (c *Completer) dropInvalid(batch []*Finalization) []*Finalization {
 	now := time.Now()
 	kept := batch[:0]
-	var dropped []*finalization
+	var dropped []*Finalization
 	for _, f := range batch {
-		if c.rt.leases.valid(f.job, now) {
+		if c.cfg.Leases.Valid(f.Job, now) {
 			kept = append(kept, f)
 		} else {
 			dropped = append(dropped, f)
@@ -210,49 +232,49 @@ func (c *completer) dropInvalid(batch []*finalization) []*finalization {
 }
 
 // write runs one finalize statement for batch and resolves it.
-func (c *completer) write(ctx context.Context, batch []*finalization) error {
+func (c *Completer) write(ctx context.Context, batch []*Finalization) error {
 	params := make([]*weirdriver.JobFinalizeParams, len(batch))
 	for i, f := range batch {
-		params[i] = &f.params
+		params[i] = &f.Params
 	}
 	// A write that hangs (the database or the network stalled) is cut when the
 	// leases could no longer be trusted anyway; it is then retried only for the
 	// leases still trusted (dropInvalid) and the rest are abandoned.
-	wctx, cancel := context.WithTimeout(ctx, c.rt.leaseBudget())
-	applied, err := c.rt.exec.JobFinalize(wctx, params)
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseBudget)
+	applied, err := c.cfg.Exec.JobFinalize(wctx, params)
 	cancel()
 	if err != nil {
 		return err
 	}
 	for i, f := range batch {
-		c.rt.leases.remove(f.job)
+		c.cfg.Leases.Remove(f.Job)
 		if applied[i] {
-			c.rt.stats.finalized.Add(1)
-			if f.prefetched {
-				c.rt.stats.released.Add(1)
+			c.cfg.Finalized.Add(1)
+			if f.Prefetched {
+				c.cfg.Released.Add(1)
 			}
-			c.rt.events.emit(f.event, f.job.row, f.err, f.ran)
+			c.cfg.Written(f)
 			continue
 		}
 		c.noteUnwritten(f)
-		c.rt.staleWrite(f.job, string(f.params.Outcome))
+		c.cfg.Stale(f)
 	}
 	c.resolve(len(batch))
 	return nil
 }
 
-func (c *completer) abandon(batch []*finalization, why string) {
+func (c *Completer) abandon(batch []*Finalization, why string) {
 	for _, f := range batch {
-		c.rt.leases.remove(f.job)
+		c.cfg.Leases.Remove(f.Job)
 		c.noteUnwritten(f)
-		c.rt.stats.abandoned.Add(1)
-		c.rt.logger.Warn("weir: outcome abandoned; rescue will take the job", "job_id", f.job.row.ID,
-			"lease_token", f.job.token, "outcome", f.params.Outcome, "reason", why)
+		c.cfg.Abandoned.Add(1)
+		c.cfg.Logger.Warn("weir: outcome abandoned; rescue will take the job", "job_id", f.Job.Row.ID,
+			"lease_token", f.Job.Token, "outcome", f.Params.Outcome, "reason", why)
 	}
 	c.resolve(len(batch))
 }
 
-func (c *completer) abandonAll() {
+func (c *Completer) abandonAll() {
 	c.mu.Lock()
 	rest := c.queue
 	c.queue = nil

@@ -1,0 +1,286 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/weirq/weir/internal/completer"
+	"github.com/weirq/weir/internal/lease"
+	"github.com/weirq/weir/internal/listener"
+	"github.com/weirq/weir/internal/maintenance"
+	"github.com/weirq/weir/weirmigrate"
+)
+
+// ErrAlreadyStarted is returned by Start on a client that is running.
+var ErrAlreadyStarted = errors.New("weir: client already started")
+
+// ErrStopped is returned by Start on a client that was stopped: a client runs
+// once, since handlers abandoned by its Stop may still be running with its
+// leases. Make a new client to start again.
+var ErrStopped = errors.New("weir: client was stopped and cannot be restarted; make a new client")
+
+// engine is a started client's moving parts. Start builds it and wires its
+// services together; Stop tears it down in the order docs/contract.md gives.
+// Each service gets what it works with (its deps) rather than the engine.
+type engine struct {
+	cfg    *Config
+	logger *slog.Logger
+	// limited logs what others can repeat at will (failing jobs, notifications),
+	// at most logLinesPerSecond lines a second of each kind.
+	limited *logLimiter
+	events  *eventBus
+	stats   *stats
+
+	leases    *lease.Table
+	heartbeat *lease.Heartbeat
+	listener  *listener.Listener
+	producers map[string]*producer
+	completer *completer.Completer
+	maint     *maintenance.Service
+
+	// claimCtx ends at Stop's first step: producers stop claiming.
+	claimCtx  context.Context
+	stopClaim context.CancelFunc
+	// hardCtx ends when Stop's budget runs out: statements in flight are cut.
+	hardCtx    context.Context
+	hardCancel context.CancelFunc
+	// serviceCtx ends at Stop's last step: heartbeat, listener and completer stop.
+	serviceCtx    context.Context
+	serviceCancel context.CancelFunc
+
+	producerLoops sync.WaitGroup
+	services      sync.WaitGroup // heartbeat, listener
+	completerDone chan struct{}
+
+	stopMu   sync.Mutex
+	stopping bool          // a Stop runs the shutdown; later calls wait for it
+	stopErr  error         // the shutdown's result, once stopped is closed
+	stopped  chan struct{} // closed when the shutdown returned
+}
+
+// IsLeader reports whether this client runs maintenance now.
+func (c *Client) IsLeader() bool {
+	c.mu.Lock()
+	e := c.eng
+	c.mu.Unlock()
+	return e != nil && e.maint.IsLeader()
+}
+
+// Start checks the schema and starts working the configured queues: claiming,
+// running handlers, renewing leases, writing outcomes, listening for new jobs and,
+// when elected, maintenance. ctx bounds the start only; Stop stops the client.
+func (c *Client) Start(ctx context.Context) error {
+	if len(c.config.Queues) == 0 {
+		return invalidf("Start: Config.Queues is empty: a client without queues only inserts")
+	}
+	if len(c.config.Workers.byKind) == 0 {
+		return invalidf("Start: Config.Workers has no workers")
+	}
+	if err := c.beginStart(ctx); err != nil {
+		return err
+	}
+	if err := weirmigrate.New(c.driver).Check(ctx); err != nil {
+		c.endStart(nil)
+		return fmt.Errorf("weir: start: %w", err)
+	}
+	e := newEngine(c, ctx)
+	if err := e.start(ctx); err != nil {
+		c.endStart(nil) // nothing runs: Start may be tried again
+		return err
+	}
+	c.endStart(e)
+	return nil
+}
+
+// beginStart moves the client to clientStarting, or says why it cannot start.
+// A Start or Stop that comes while another Start runs waits for it, as long as
+// its ctx lasts.
+func (c *Client) beginStart(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.waitStartLocked(ctx); err != nil {
+		return fmt.Errorf("weir: start: %w", err)
+	}
+	if c.state == clientStarted {
+		if c.eng.isStopping() {
+			return ErrStopped
+		}
+		return ErrAlreadyStarted
+	}
+	c.state, c.startDone = clientStarting, make(chan struct{})
+	return nil
+}
+
+// endStart ends the Start in flight: with e, the client runs; without, it is
+// idle again.
+func (c *Client) endStart(e *engine) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e != nil {
+		c.state, c.eng = clientStarted, e
+	} else {
+		c.state = clientIdle
+	}
+	close(c.startDone)
+}
+
+// settledEngine waits until no Start is in flight, or ctx ends, and returns the
+// engine (nil when the client has not started).
+func (c *Client) settledEngine(ctx context.Context) (*engine, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.waitStartLocked(ctx); err != nil {
+		return nil, err
+	}
+	return c.eng, nil
+}
+
+// waitStartLocked waits, with c.mu released meanwhile, until no Start is in
+// flight, or ctx ends. c.mu is held when it is called and when it returns.
+func (c *Client) waitStartLocked(ctx context.Context) error {
+	for c.state == clientStarting {
+		done := c.startDone
+		c.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			c.mu.Lock()
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	return nil
+}
+
+// newEngine builds c's engine and wires its services; start starts them. ctx's
+// values, not its cancellation, reach handlers.
+func newEngine(c *Client, ctx context.Context) *engine {
+	cfg := &c.config
+	exec := c.driver.Executor()
+	e := &engine{
+		cfg: cfg, logger: cfg.Logger, limited: newLogLimiter(cfg.Logger, time.Now, logLinesPerSecond),
+		events: c.events, stats: &stats{},
+		producers: map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	e.claimCtx, e.stopClaim = context.WithCancel(context.Background())
+	e.hardCtx, e.hardCancel = context.WithCancel(context.Background())
+	e.serviceCtx, e.serviceCancel = context.WithCancel(e.hardCtx)
+
+	e.leases = lease.NewTable(e.leaseLost)
+	e.heartbeat = lease.NewHeartbeat(lease.HeartbeatConfig{
+		Exec: exec, Leases: e.leases, Logger: cfg.Logger,
+		Interval: cfg.HeartbeatInterval, LeaseDuration: cfg.LeaseDuration,
+		Renewals: &e.stats.renewals, Hard: e.hardCtx,
+	})
+	budget := e.heartbeat.Budget()
+	e.completer = completer.New(completer.Config{
+		Exec: exec, Leases: e.leases, Logger: cfg.Logger, LeaseBudget: budget,
+		Finalized: &e.stats.finalized, Released: &e.stats.released, Abandoned: &e.stats.abandoned,
+		Written: e.outcomeWritten, Stale: e.staleWrite,
+	})
+	deps := producerDeps{
+		exec: exec, clientID: cfg.ID, handlers: cfg.Workers,
+		pollInterval: cfg.FetchPollInterval, leaseDuration: cfg.LeaseDuration, leaseBudget: budget,
+		jobTimeout: cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
+		leases: e.leases, logger: cfg.Logger, limited: e.limited, events: e.events, claims: &e.stats.claims,
+		base: context.WithoutCancel(ctx), hard: e.hardCtx, submit: e.completer.Submit,
+	}
+	for name, qc := range cfg.Queues {
+		e.producers[name] = newProducer(deps, name, qc)
+	}
+	e.listener = listener.New(listener.Config{
+		Driver: c.driver, Logger: cfg.Logger,
+		Connected: e.pokeProducers, Insert: e.insertNotified, Cancel: e.cancelNotified, Unknown: e.unknownNotified,
+	})
+	// A new leader must be able to rescue within a lease duration plus a rescue
+	// interval of a crash (G9), even when the crashed client led: its term (3
+	// election intervals) plus one interval to win stays inside that bound.
+	elect := min(5*time.Second, cfg.RescueInterval)
+	e.maint = maintenance.New(exec, &maintenance.Config{
+		ClientID: cfg.ID, Logger: cfg.Logger, RescueInterval: cfg.RescueInterval,
+		ElectInterval: elect, LeaderTTL: 3 * elect,
+		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,
+		DiscardedRetention: cfg.DiscardedRetention,
+	})
+	return e
+}
+
+// start starts the engine's goroutines. When it fails, nothing runs.
+func (e *engine) start(ctx context.Context) error {
+	e.events.startHooks(e.logger)
+	go func() { // the completer: stopped by serviceCtx, awaited through completerDone
+		defer close(e.completerDone)
+		e.completer.Run(e.serviceCtx)
+	}()
+	e.services.Go(func() { e.heartbeat.Run(e.serviceCtx) })
+	e.services.Go(func() { e.listener.Run(e.serviceCtx) })
+	if err := e.maint.Start(e.serviceCtx); err != nil {
+		e.serviceCancel()
+		e.services.Wait()
+		<-e.completerDone
+		e.events.stopHooks(ctx) // subscriptions stay: Start may be tried again
+		return fmt.Errorf("weir: start maintenance: %w", err)
+	}
+	for _, p := range e.producers {
+		e.producerLoops.Go(func() { p.loop(e.claimCtx) })
+	}
+	return nil
+}
+
+// The engine's callbacks, which its services call.
+
+// leaseLost counts, logs and publishes a lease found lost while its handler runs
+// or waits. The lease table calls it with its mutex held.
+func (e *engine) leaseLost(j *lease.Job, why string) {
+	e.stats.leasesLost.Add(1)
+	e.logger.Warn("weir: lease lost", "job_id", j.Row.ID, "lease_token", j.Token, "reason", why)
+	e.events.emit(EventLeaseLost, j.Row, nil, 0)
+}
+
+// outcomeWritten publishes the event of an outcome the completer wrote.
+func (e *engine) outcomeWritten(f *completer.Finalization) {
+	e.events.emit(eventOf(f.Params.Outcome), f.Job.Row, f.Err, f.Ran)
+}
+
+// staleWrite counts, logs and publishes a fenced write that matched nothing.
+func (e *engine) staleWrite(f *completer.Finalization) {
+	j := f.Job
+	e.stats.staleWrites.Add(1)
+	e.logger.Warn("weir: stale write ignored: the lease was lost", "job_id", j.Row.ID,
+		"lease_token", j.Token, "write", string(f.Params.Outcome))
+	e.events.emit(EventStaleWrite, j.Row, nil, 0)
+}
+
+// pokeProducers wakes every producer: the listener (re)connected, and
+// notifications may have been missed meanwhile.
+func (e *engine) pokeProducers() {
+	for _, p := range e.producers {
+		p.poke()
+	}
+}
+
+// insertNotified wakes the producer of the queue an insert notification names;
+// the producer throttles such hints.
+func (e *engine) insertNotified(queue string) {
+	if p := e.producers[queue]; p != nil {
+		p.hint()
+	}
+}
+
+// cancelNotified asks the heartbeat for an early renewal, which reads whether an
+// operator cancelled the job, when a cancel notification names a job whose
+// handler runs here. A notification naming any other job costs nothing.
+func (e *engine) cancelNotified(id int64) {
+	if e.leases.IsRunning(id) {
+		e.heartbeat.RenewSoon()
+	}
+}
+
+// unknownNotified logs a control message weir does not know, rate-limited.
+func (e *engine) unknownNotified(payload string) {
+	e.limited.log(slog.LevelWarn, "weir: unknown control message", "", "payload", truncate(payload))
+}

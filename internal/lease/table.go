@@ -1,0 +1,236 @@
+// Package lease keeps the leases a client holds on the jobs it runs: the table of
+// held jobs, which owns their local state, and the heartbeat that renews them.
+package lease
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+// state is where a job this client holds a lease on stands locally.
+type state int
+
+const (
+	buffered   state = iota // claimed, waiting for a free worker
+	running                 // its handler runs
+	finalizing              // its handler returned; its outcome is being written
+)
+
+// Job is a job this client holds a lease on. Row, Token and Work are set when it
+// is made and read-only after; its other fields are guarded by the table's mutex,
+// and only the table's methods touch them.
+type Job struct {
+	Row   *weirtype.JobRow
+	Token int64
+	// Work runs the handler with the decoded args.
+	Work func(ctx context.Context) error
+
+	state state
+	// deadline is the local lease deadline: when the last successful claim or
+	// renewal was sent, on the monotonic clock, plus the lease duration minus a
+	// safety margin. Past it, another worker may soon legally take the job.
+	deadline time.Time
+	// ctx and cancel are the handler's context and its cancel; set when it starts.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// lost is set when the lease is known to be gone (renewal found it stale, or
+	// the deadline passed): the handler is cancelled and the outcome is not retried.
+	lost bool
+}
+
+// NewJob returns the lease on row that a claim sent at a time that makes
+// deadline its local deadline took; work runs its handler. It waits for a free
+// worker until MarkRunning.
+func NewJob(row *weirtype.JobRow, work func(ctx context.Context) error, deadline time.Time) *Job {
+	return &Job{Row: row, Token: row.LeaseToken, Work: work, state: buffered, deadline: deadline}
+}
+
+// Table holds every lease the client has, and owns their local state: every
+// change to a held job goes through its methods, under its mutex.
+//
+// Lock order: a producer's mutex may be held when the table's is taken (the
+// producer calls MarkRunning as it hands a job to a worker), never the reverse.
+// While the table's mutex is held, lost is called, which may take the client's
+// event mutex and log, and must not call back into the table. The completer's
+// mutex is never held while the table's is taken, nor the reverse.
+type Table struct {
+	// lost is told of each lease found lost whose outcome is not being written
+	// (for counting, logging and the event), with the table's mutex held.
+	lost func(j *Job, why string)
+
+	mu   sync.Mutex
+	jobs map[int64]*Job
+}
+
+// NewTable returns an empty table; lost is told of each lease found lost while
+// its handler runs or waits.
+func NewTable(lost func(j *Job, why string)) *Table {
+	return &Table{lost: lost, jobs: map[int64]*Job{}}
+}
+
+// Add holds the leases of jobs a claim took.
+func (t *Table) Add(jobs []*Job) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, j := range jobs {
+		t.jobs[j.Row.ID] = j
+	}
+}
+
+// Remove forgets j, unless the table already holds a newer lease on the same job.
+func (t *Table) Remove(j *Job) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.jobs[j.Row.ID] == j {
+		delete(t.jobs, j.Row.ID)
+	}
+}
+
+// MarkRunning moves a buffered job to running and gives it a context derived
+// from base that the table can cancel, unless its lease was lost while it waited.
+func (t *Table) MarkRunning(j *Job, base context.Context) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if j.lost {
+		return false
+	}
+	j.state = running
+	j.ctx, j.cancel = context.WithCancelCause(base)
+	return true
+}
+
+// HandlerContext returns the context j's handler runs with (set by MarkRunning).
+func (t *Table) HandlerContext(j *Job) context.Context {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return j.ctx
+}
+
+// MarkReturned moves j to finalizing: its handler returned, or, for a buffered
+// job given back, never ran.
+func (t *Table) MarkReturned(j *Job) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j.state = finalizing
+	if j.cancel != nil {
+		j.cancel(context.Canceled) // release the context's resources
+	}
+}
+
+// CancelRunning cancels every running handler with cause.
+func (t *Table) CancelRunning(cause error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, j := range t.jobs {
+		if j.state == running {
+			j.cancel(cause)
+		}
+	}
+}
+
+// Running returns the rows of the jobs whose handlers have not returned.
+func (t *Table) Running() []*weirtype.JobRow {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var rows []*weirtype.JobRow
+	for _, j := range t.jobs {
+		if j.state == running {
+			rows = append(rows, j.Row)
+		}
+	}
+	return rows
+}
+
+// IsRunning reports whether the handler of job id runs here.
+func (t *Table) IsRunning(id int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j := t.jobs[id]
+	return j != nil && j.state == running
+}
+
+// Snapshot returns the ids and tokens of every lease held.
+func (t *Table) Snapshot() (ids, tokens []int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids = make([]int64, 0, len(t.jobs))
+	tokens = make([]int64, 0, len(t.jobs))
+	for id, j := range t.jobs {
+		if !j.lost {
+			ids = append(ids, id)
+			tokens = append(tokens, j.Token)
+		}
+	}
+	return ids, tokens
+}
+
+// ApplyRenewal applies the result of a renewal of the leases ids and tokens
+// (a snapshot) sent at a time that makes deadline the renewed leases' new local
+// deadline: it moves those deadlines, cancels the handlers whose cancel an
+// operator requested, and loses the leases the renewal found gone. A lease
+// claimed again since the snapshot (another token) is left alone.
+func (t *Table) ApplyRenewal(ids, tokens []int64, res *weirdriver.JobRenewResult, deadline time.Time) {
+	tokenOf := make(map[int64]int64, len(ids))
+	for i, id := range ids {
+		tokenOf[id] = tokens[i]
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range res.Renewed {
+		if j := t.jobs[id]; j != nil && j.Token == tokenOf[id] && !j.lost {
+			j.deadline = deadline
+		}
+	}
+	for _, id := range res.CancelRequested {
+		if j := t.jobs[id]; j != nil && j.cancel != nil {
+			j.cancel(weirtype.ErrJobCancelRequested)
+		}
+	}
+	for _, id := range res.Lost {
+		if j := t.jobs[id]; j != nil && j.Token == tokenOf[id] {
+			t.loseLocked(j, "renewal found the lease gone")
+		}
+	}
+}
+
+// Expire treats leases past their local deadline at now as lost.
+func (t *Table) Expire(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, j := range t.jobs {
+		if !j.lost && !now.Before(j.deadline) {
+			t.loseLocked(j, "no renewal reached the database in time")
+		}
+	}
+}
+
+// loseLocked marks j's lease lost and cancels its handler. A buffered job is
+// forgotten (MarkRunning then refuses it); a finalizing one is abandoned by the
+// completer. t.mu is held.
+func (t *Table) loseLocked(j *Job, why string) {
+	j.lost = true
+	if j.state == finalizing {
+		// Most often its outcome was just written, which the completer will say;
+		// if the lease was truly lost, the write comes back stale and is counted
+		// there. Either way the outcome is no longer retried.
+		return
+	}
+	t.lost(j, why)
+	switch j.state {
+	case running:
+		j.cancel(weirtype.ErrLeaseLost)
+	case buffered:
+		delete(t.jobs, j.Row.ID)
+	}
+}
+
+// Valid reports whether j's lease may still be written under.
+func (t *Table) Valid(j *Job, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !j.lost && now.Before(j.deadline)
+}

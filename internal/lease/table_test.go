@@ -1,0 +1,100 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// table returns a table and the reasons its lost callback was given, by job id.
+func table(t *testing.T) (*Table, map[int64]string) {
+	t.Helper()
+	lost := map[int64]string{}
+	return NewTable(func(j *Job, why string) { lost[j.Row.ID] = why }), lost
+}
+
+func job(id, token int64, deadline time.Time) *Job {
+	return NewJob(&weirtype.JobRow{ID: id, LeaseToken: token}, nil, deadline)
+}
+
+// TestLostWhileBuffered: a lease lost before its handler starts is forgotten,
+// and the handler never starts.
+func TestLostWhileBuffered(t *testing.T) {
+	tab, lost := table(t)
+	now := time.Now()
+	j := job(1, 7, now)
+	tab.Add([]*Job{j})
+	tab.Expire(now)
+	if lost[1] == "" {
+		t.Fatal("the expired lease was not reported lost")
+	}
+	if tab.MarkRunning(j, context.Background()) {
+		t.Fatal("MarkRunning started a job whose lease was lost")
+	}
+	if ids, _ := tab.Snapshot(); len(ids) != 0 {
+		t.Fatalf("snapshot %v still holds the lost lease", ids)
+	}
+}
+
+// TestApplyRenewal: a renewal moves the deadlines it renewed, cancels the
+// handlers an operator cancelled, loses the leases it found gone, and leaves
+// alone a lease claimed again (another token) since its snapshot.
+func TestApplyRenewal(t *testing.T) {
+	tab, lost := table(t)
+	now := time.Now()
+	renewed, cancelled, gone, reclaimed := job(1, 1, now), job(2, 1, now.Add(time.Hour)), job(3, 1, now.Add(time.Hour)), job(4, 1, now.Add(time.Hour))
+	tab.Add([]*Job{renewed, cancelled, gone, reclaimed})
+	for _, j := range []*Job{renewed, cancelled, gone, reclaimed} {
+		if !tab.MarkRunning(j, context.Background()) {
+			t.Fatalf("job %d: MarkRunning refused", j.Row.ID)
+		}
+	}
+	ids, tokens := tab.Snapshot()
+	newer := job(4, 2, now.Add(time.Hour)) // job 4 was taken again under token 2
+	tab.Add([]*Job{newer})
+	tab.ApplyRenewal(ids, tokens, &weirdriver.JobRenewResult{
+		Renewed: []int64{1}, CancelRequested: []int64{2}, Lost: []int64{3, 4},
+	}, now.Add(time.Minute))
+
+	if !tab.Valid(renewed, now.Add(time.Second)) {
+		t.Error("the renewed lease's deadline did not move")
+	}
+	if got := context.Cause(tab.HandlerContext(cancelled)); !errors.Is(got, weirtype.ErrJobCancelRequested) {
+		t.Errorf("the cancelled job's handler: cause %v, want ErrJobCancelRequested", got)
+	}
+	if got := context.Cause(tab.HandlerContext(gone)); !errors.Is(got, weirtype.ErrLeaseLost) || lost[3] == "" {
+		t.Errorf("the lost lease's handler: cause %v, reported %q; want ErrLeaseLost, reported", got, lost[3])
+	}
+	if _, ok := lost[4]; ok || tab.HandlerContext(reclaimed).Err() != nil {
+		t.Error("a renewal of the old token lost the lease claimed again since")
+	}
+}
+
+// TestLostWhileFinalizing: a lease lost while its outcome is written is not
+// reported (the write says what happened) and is no longer trusted.
+func TestLostWhileFinalizing(t *testing.T) {
+	tab, lost := table(t)
+	now := time.Now()
+	j := job(1, 1, now)
+	tab.Add([]*Job{j})
+	tab.MarkRunning(j, context.Background())
+	tab.MarkReturned(j)
+	tab.Expire(now)
+	if len(lost) != 0 {
+		t.Fatalf("reported %v for a finalizing job", lost)
+	}
+	if tab.Valid(j, now.Add(-time.Second)) {
+		t.Fatal("a lost lease is still trusted")
+	}
+	if rows := tab.Running(); len(rows) != 0 {
+		t.Fatalf("a finalizing job is listed running: %v", rows)
+	}
+}

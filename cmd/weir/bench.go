@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/weirq/weir/internal/weirbench"
+	"github.com/weirq/weir/weirbench"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 

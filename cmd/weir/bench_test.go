@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/weirq/weir/internal/dbtest"
-	"github.com/weirq/weir/internal/weirbench"
+	"github.com/weirq/weir/weirbench"
 )
 
 func TestBenchHelp(t *testing.T) {

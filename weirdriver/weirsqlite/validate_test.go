@@ -7,28 +7,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir"
-	"github.com/weirq/weir/internal/inputtest"
-	"github.com/weirq/weir/weirdriver"
 )
-
-// TestInsertUnstorableInput runs the bad inputs that the root package's test of
-// the same name runs on PostgreSQL: SQLite could store most of them, but both
-// stores must refuse the same inputs with the same words.
-func TestInsertUnstorableInput(t *testing.T) {
-	t.Parallel()
-	d := newDB(t)
-	c, err := weir.NewClient(d, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inputtest.Run(t, c, func() int {
-		jobs, err := d.Executor().JobList(testCtx(t), &weirdriver.JobListParams{Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(jobs)
-	})
-}
 
 type failArgs struct{}
 

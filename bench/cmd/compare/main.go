@@ -1,5 +1,5 @@
 // Command compare runs weir and River side by side on one PostgreSQL, in one
-// run, with weir's benchmark engine (github.com/weirq/weir/internal/weirbench): each
+// run, with weir's benchmark engine (github.com/weirq/weir/weirbench): each
 // workload alternates the two systems round by round, and the report gives
 // each figure's median and range per system and the ratio weir/River, as a
 // table on stdout and a plot. See bench/README.md.
@@ -16,7 +16,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/weirq/weir/internal/weirbench"
+	"github.com/weirq/weir/weirbench"
 )
 
 func main() {

@@ -2,7 +2,6 @@ package weir
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -14,14 +13,6 @@ import (
 	"github.com/weirq/weir/internal/maintenance"
 	"github.com/weirq/weir/weirmigrate"
 )
-
-// ErrAlreadyStarted is returned by Start on a client that is running.
-var ErrAlreadyStarted = errors.New("weir: client already started")
-
-// ErrStopped is returned by Start on a client that was stopped: a client runs
-// once, since handlers abandoned by its Stop may still be running with its
-// leases. Make a new client to start again.
-var ErrStopped = errors.New("weir: client was stopped and cannot be restarted; make a new client")
 
 // engine is a started client's moving parts. Start builds it and wires its
 // services together; Stop tears it down in the order docs/contract.md gives.

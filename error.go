@@ -6,6 +6,7 @@ import (
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
+	"github.com/weirq/weir/weirtype"
 )
 
 var (
@@ -26,6 +27,30 @@ var (
 	// ErrSchemaIncompatible means the schema has migrations this weir does not
 	// know and one of them is not marked compatible; the error names them.
 	ErrSchemaIncompatible = weirmigrate.ErrIncompatible
+)
+
+// ErrAlreadyStarted is returned by Start on a client that is running.
+var ErrAlreadyStarted = errors.New("weir: client already started")
+
+// ErrStopped is returned by Start on a client that was stopped: a client runs
+// once, since handlers abandoned by its Stop may still be running with its
+// leases. Make a new client to start again.
+var ErrStopped = errors.New("weir: client was stopped and cannot be restarted; make a new client")
+
+// Causes with which the runtime cancels a handler's context; a handler reads them
+// with context.Cause. They are weirtype's, so that errors.Is matches either name.
+var (
+	// ErrLeaseLost: the job's lease was lost (rescued, re-claimed or deleted), or
+	// could not be renewed in time; another worker may run the job.
+	ErrLeaseLost = weirtype.ErrLeaseLost
+	// ErrJobCancelRequested: an operator cancelled the running job.
+	ErrJobCancelRequested = weirtype.ErrJobCancelRequested
+	// ErrShutdown: the client is stopping and the shutdown budget ran out; a
+	// handler that returns an error now gives the job back without spending an
+	// attempt.
+	ErrShutdown = weirtype.ErrShutdown
+	// ErrJobTimeout: the attempt ran longer than its timeout.
+	ErrJobTimeout = weirtype.ErrJobTimeout
 )
 
 // InvalidError is the error for bad input: args, options, names, configuration.

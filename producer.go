@@ -12,23 +12,6 @@ import (
 	"github.com/weirq/weir/internal/completer"
 	"github.com/weirq/weir/internal/lease"
 	"github.com/weirq/weir/weirdriver"
-	"github.com/weirq/weir/weirtype"
-)
-
-// Causes with which the runtime cancels a handler's context; a handler reads them
-// with context.Cause. They are weirtype's, so that errors.Is matches either name.
-var (
-	// ErrLeaseLost: the job's lease was lost (rescued, re-claimed or deleted), or
-	// could not be renewed in time; another worker may run the job.
-	ErrLeaseLost = weirtype.ErrLeaseLost
-	// ErrJobCancelRequested: an operator cancelled the running job.
-	ErrJobCancelRequested = weirtype.ErrJobCancelRequested
-	// ErrShutdown: the client is stopping and the shutdown budget ran out; a
-	// handler that returns an error now gives the job back without spending an
-	// attempt.
-	ErrShutdown = weirtype.ErrShutdown
-	// ErrJobTimeout: the attempt ran longer than its timeout.
-	ErrJobTimeout = weirtype.ErrJobTimeout
 )
 
 // PanicError is the error recorded for a handler that panicked.

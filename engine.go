@@ -78,7 +78,7 @@ func (c *Client) Start(ctx context.Context) error {
 		c.endStart(nil)
 		return fmt.Errorf("weir: start: %w", err)
 	}
-	e := newEngine(c, ctx)
+	e := newEngine(ctx, c)
 	if err := e.start(ctx); err != nil {
 		c.endStart(nil) // nothing runs: Start may be tried again
 		return err
@@ -149,7 +149,7 @@ func (c *Client) waitStartLocked(ctx context.Context) error {
 
 // newEngine builds c's engine and wires its services; start starts them. ctx's
 // values, not its cancellation, reach handlers.
-func newEngine(c *Client, ctx context.Context) *engine {
+func newEngine(ctx context.Context, c *Client) *engine {
 	cfg := &c.config
 	exec := c.driver.Executor()
 	e := &engine{

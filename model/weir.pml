@@ -78,13 +78,13 @@ Stmt rs[NW];     /* a JobRenew whose call timed out: it may still land */
 
 /* ---- each worker's local state (lease.Job in internal/lease) --------------- */
 mtype life[NW];
-mtype hs[NW];         /* heldState: IDLE (no lease), BUFFERED, HANDLER, FINALIZING */
+mtype hs[NW];         /* lease.Job state: IDLE (no lease), BUFFERED, HANDLER, FINALIZING */
 byte  hj[NW];         /* the held job */
 byte  ht[NW];         /* its lease token */
 byte  hgl[NW];        /* ghost: which lease of the job it is */
 byte  hatt[NW];       /* its attempt, as claimed */
 mtype hout[NW];       /* the outcome to write */
-bool  lost[NW];       /* heldJob.lost: the lease is known gone, or no longer trusted */
+bool  lost[NW];       /* lease.Job lost: the lease is known gone, or no longer trusted */
 bool  hbfail[NW];     /* a renewal failed: the local deadline may pass */
 bool  cancelled[NW];  /* the handler's context was cancelled by the shutdown */
 bool  soft[NW];       /* Stop's soft deadline passed */
@@ -299,7 +299,7 @@ proctype worker(byte w) {
 		fi;
 		j = 0 }
 
-	/* -- startBufferedLocked / markRunning ---------------------------------- */
+	/* -- startBufferedLocked / MarkRunning ---------------------------------- */
 	:: atomic { hs[w] == BUFFERED && life[w] == UP && !lost[w] -> hs[w] = HANDLER;
 		printf("w%d: handler of job %d starts\n", w, hj[w]) }
 	:: atomic { hs[w] == BUFFERED && life[w] == UP && lost[w] ->

@@ -48,14 +48,13 @@ func textFiles(t *testing.T) []string {
 
 // outside matches what would send a reader outside the repository: the team's
 // notes beside it, or their file names.
-var outside = regexp.MustCompile(`\.\./shared\b|shared/spec|SEMANTICS\.md|BENCHMARK\.md|STYLE\.md`)
+// The pattern is assembled so that this file does not itself hold what it
+// looks for.
+var outside = regexp.MustCompile(`\.\./shared\b|shared` + `/spec|` + `SEMANTICS\.md|BENCHMARK\.md|STYLE\.md`)
 
 func TestNothingPointsOutside(t *testing.T) {
 	t.Parallel()
 	for _, path := range textFiles(t) {
-		if strings.HasSuffix(path, "repocheck_test.go") {
-			continue // this file names what it looks for
-		}
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

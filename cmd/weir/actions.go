@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -28,7 +29,7 @@ func (g *actionGroup) usage(w io.Writer) {
 		switch {
 		case len(g.sameFlags) > 0 && action == g.sameFlags[0]:
 			name = "weir " + g.name + " " + orList(g.sameFlags, "and")
-		case len(g.sameFlags) > 0 && contains(g.sameFlags, action):
+		case len(g.sameFlags) > 0 && slices.Contains(g.sameFlags, action):
 			continue
 		}
 		fmt.Fprintf(w, "\nFlags of %s:\n\n", name)
@@ -48,7 +49,7 @@ func (g *actionGroup) action(e *env, args []string) (string, error) {
 	case action == "-h" || action == "-help" || action == "--help":
 		g.usage(e.stdout)
 		return "", flag.ErrHelp
-	case contains(g.actions, action):
+	case slices.Contains(g.actions, action):
 		return action, nil
 	default:
 		return "", usagef("%s: unknown action %q: want %s (run `weir %s -h`)", g.name, action, want, g.name)
@@ -61,13 +62,4 @@ func orList(words []string, conj string) string {
 		return strings.Join(words, "")
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " " + conj + " " + words[len(words)-1]
-}
-
-func contains(words []string, w string) bool {
-	for _, x := range words {
-		if x == w {
-			return true
-		}
-	}
-	return false
 }

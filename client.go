@@ -127,7 +127,7 @@ const (
 // migrated shows up as an error wrapping ErrNotMigrated at first use.
 func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	if driver == nil {
-		return nil, invalidf("driver is nil")
+		return nil, invalidf("driver", "driver is nil")
 	}
 	c := &Client{driver: driver, events: &eventBus{}}
 	if config != nil {
@@ -136,7 +136,7 @@ func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	c.events.hooks = c.config.Hooks
 	cfg := &c.config
 	if cfg.MaxArgsBytes < 0 {
-		return nil, invalidf("Config.MaxArgsBytes %d is negative", cfg.MaxArgsBytes)
+		return nil, invalidf("Config.MaxArgsBytes", "Config.MaxArgsBytes %d is negative", cfg.MaxArgsBytes)
 	}
 	if cfg.MaxArgsBytes == 0 {
 		cfg.MaxArgsBytes = DefaultMaxArgsBytes
@@ -144,7 +144,7 @@ func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	if cfg.ID == "" {
 		cfg.ID = defaultClientID()
 	} else if len(cfg.ID) > maxNameLen {
-		return nil, invalidf("Config.ID is %d bytes long; the limit is %d", len(cfg.ID), maxNameLen)
+		return nil, invalidf("Config.ID", "Config.ID is %d bytes long; the limit is %d", len(cfg.ID), maxNameLen)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -194,11 +194,11 @@ func (cfg *Config) setRuntimeDefaults() error {
 			*d.value = d.def
 		}
 		if *d.value < d.min || *d.value > d.max {
-			return invalidf("Config.%s %s is outside its range %s..%s", d.name, *d.value, fmtDuration(d.min), fmtDuration(d.max))
+			return invalidf("Config."+d.name, "Config.%s %s is outside its range %s..%s", d.name, *d.value, fmtDuration(d.min), fmtDuration(d.max))
 		}
 	}
 	if cfg.LeaseDuration < 3*cfg.HeartbeatInterval {
-		return invalidf("Config.LeaseDuration %s is under 3× HeartbeatInterval (%s): one late renewal would lose leases",
+		return invalidf("Config.LeaseDuration", "Config.LeaseDuration %s is under 3× HeartbeatInterval (%s): one late renewal would lose leases",
 			cfg.LeaseDuration, cfg.HeartbeatInterval)
 	}
 	// These may be negative (no timeout, keep forever); a positive value has a range.
@@ -217,7 +217,7 @@ func (cfg *Config) setRuntimeDefaults() error {
 			*d.value = d.def
 		}
 		if *d.value > 0 && (*d.value < d.min || *d.value > d.max) {
-			return invalidf("Config.%s %s is outside its range %s..%s (or negative for none)", d.name, *d.value,
+			return invalidf("Config."+d.name, "Config.%s %s is outside its range %s..%s (or negative for none)", d.name, *d.value,
 				fmtDuration(d.min), fmtDuration(d.max))
 		}
 	}
@@ -225,19 +225,19 @@ func (cfg *Config) setRuntimeDefaults() error {
 		cfg.RetryPolicy = ExponentialBackoff{}
 	}
 	if len(cfg.Queues) > maxQueues {
-		return invalidf("Config.Queues has %d queues; the limit is %d", len(cfg.Queues), maxQueues)
+		return invalidf("Config.Queues", "Config.Queues has %d queues; the limit is %d", len(cfg.Queues), maxQueues)
 	}
 	queues := make(map[string]QueueConfig, len(cfg.Queues))
 	for name, q := range cfg.Queues {
-		if err := validateName("queue", name); err != nil {
+		if err := validateName("Config.Queues", "queue", name); err != nil {
 			return err
 		}
 		if q.MaxWorkers < 1 || q.MaxWorkers > maxQueueWorkers {
-			return invalidf("queue %q: MaxWorkers %d is outside its range 1..%d", name, q.MaxWorkers, maxQueueWorkers)
+			return invalidf(fmt.Sprintf("Config.Queues[%q].MaxWorkers", name), "queue %q: MaxWorkers %d is outside its range 1..%d", name, q.MaxWorkers, maxQueueWorkers)
 		}
 		switch {
 		case q.Prefetch < -1 || q.Prefetch > maxPrefetch:
-			return invalidf("queue %q: Prefetch %d is outside its range -1..%d (-1 for none, 0 for the default)",
+			return invalidf(fmt.Sprintf("Config.Queues[%q].Prefetch", name), "queue %q: Prefetch %d is outside its range -1..%d (-1 for none, 0 for the default)",
 				name, q.Prefetch, maxPrefetch)
 		case q.Prefetch == 0:
 			q.Prefetch = min(q.MaxWorkers/4, 100)
@@ -336,7 +336,7 @@ func (c *Client) InsertSQLTx(ctx context.Context, tx *sql.Tx, args JobArgs, opts
 func (c *Client) insertOneTx(ctx context.Context, tx any, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
 	exec, err := c.driver.UnwrapTx(tx)
 	if err != nil {
-		return nil, invalidf("%v", err)
+		return nil, invalidf("tx", "%v", err)
 	}
 	res, err := c.insert(ctx, exec, []InsertManyParams{{Args: args, InsertOpts: opts}})
 	if err != nil {
@@ -360,7 +360,7 @@ func (c *Client) InsertMany(ctx context.Context, params []InsertManyParams) ([]*
 func (c *Client) InsertManyTx(ctx context.Context, tx pgx.Tx, params []InsertManyParams) ([]*InsertResult, error) {
 	exec, err := c.driver.UnwrapTx(tx)
 	if err != nil {
-		return nil, invalidf("%v", err)
+		return nil, invalidf("tx", "%v", err)
 	}
 	return c.insert(ctx, exec, params)
 }
@@ -369,7 +369,7 @@ func (c *Client) InsertManyTx(ctx context.Context, tx pgx.Tx, params []InsertMan
 func (c *Client) InsertManySQLTx(ctx context.Context, tx *sql.Tx, params []InsertManyParams) ([]*InsertResult, error) {
 	exec, err := c.driver.UnwrapTx(tx)
 	if err != nil {
-		return nil, invalidf("%v", err)
+		return nil, invalidf("tx", "%v", err)
 	}
 	return c.insert(ctx, exec, params)
 }
@@ -377,7 +377,7 @@ func (c *Client) InsertManySQLTx(ctx context.Context, tx *sql.Tx, params []Inser
 // insert validates every job before it writes any, then writes them all or none.
 func (c *Client) insert(ctx context.Context, exec weirdriver.Executor, params []InsertManyParams) ([]*InsertResult, error) {
 	if len(params) == 0 {
-		return nil, invalidf("no jobs to insert")
+		return nil, invalidf("params", "no jobs to insert")
 	}
 	now := time.Now()
 	all := make([]*weirdriver.JobInsertParams, len(params))
@@ -387,7 +387,7 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Executor, params []
 		ip, err := c.insertParams(p.Args, p.InsertOpts, now, &check)
 		if err != nil {
 			if invalid, ok := errors.AsType[*InvalidError](err); ok && len(params) > 1 {
-				return nil, &InvalidError{Job: i + 1, Jobs: len(params), Message: invalid.Message}
+				return nil, &InvalidError{Job: i + 1, Jobs: len(params), Field: invalid.Field, Message: invalid.Message}
 			}
 			return nil, err
 		}

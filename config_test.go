@@ -1,6 +1,7 @@
 package weir_test
 
 import (
+	"cmp"
 	"errors"
 	"strconv"
 	"strings"
@@ -22,7 +23,9 @@ func TestConfigRanges(t *testing.T) {
 	)
 	type bound struct {
 		field string
-		set   func(*weir.Config)
+		// errField is the InvalidError's Field; field when empty.
+		errField string
+		set      func(*weir.Config)
 		// value and want name the value in the error and its range.
 		value, want string
 		ok          bool
@@ -40,7 +43,7 @@ func TestConfigRanges(t *testing.T) {
 	cancelled := func(c *weir.Config, d time.Duration) { c.CancelledRetention = d }
 	discarded := func(c *weir.Config, d time.Duration) { c.DiscardedRetention = d }
 	queue := func(field string, q weir.QueueConfig, value int, ok bool, want string) bound {
-		return bound{field: field, value: strconv.Itoa(value), want: want, ok: ok, set: func(c *weir.Config) {
+		return bound{field: field, errField: `Config.Queues["q"].` + field, value: strconv.Itoa(value), want: want, ok: ok, set: func(c *weir.Config) {
 			c.Queues = map[string]weir.QueueConfig{"q": q}
 		}}
 	}
@@ -122,6 +125,10 @@ func TestConfigRanges(t *testing.T) {
 		case !c.ok && !errors.Is(err, weir.ErrInvalid):
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		case !c.ok:
+			want := cmp.Or(c.errField, c.field)
+			if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != want {
+				t.Errorf("%s: %#v, want an *InvalidError about %s", name, e, want)
+			}
 			for _, part := range []string{c.field, c.value, c.want} {
 				if !strings.Contains(err.Error(), part) {
 					t.Errorf("%s: error %q does not name %q", name, err, part)

@@ -66,10 +66,10 @@ func (c *Client) IsLeader() bool {
 // when elected, maintenance. ctx bounds the start only; Stop stops the client.
 func (c *Client) Start(ctx context.Context) error {
 	if len(c.config.Queues) == 0 {
-		return invalidf("Start: Config.Queues is empty: a client without queues only inserts")
+		return invalidf("Config.Queues", "Start: Config.Queues is empty: a client without queues only inserts")
 	}
 	if len(c.config.Workers.byKind) == 0 {
-		return invalidf("Start: Config.Workers has no workers")
+		return invalidf("Config.Workers", "Start: Config.Workers has no workers")
 	}
 	if err := c.beginStart(ctx); err != nil {
 		return err

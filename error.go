@@ -55,13 +55,19 @@ var (
 
 // InvalidError is the error for bad input: args, options, names, configuration.
 // errors.Is(err, ErrInvalid) holds for it, and nothing was written when it is
-// returned. A command or a service can show Message to whoever gave the input,
-// and Job and Jobs say which job of a batch it is about.
+// returned. A command or a service can show Message to whoever gave the input;
+// Field says which input it was, and Job and Jobs which job of a batch.
 type InvalidError struct {
 	// Job is the 1-based position of the bad job in a batch of Jobs; both are 0
 	// when the error is not about one job of a batch of several.
 	Job, Jobs int
-	// Message says what was wrong, naming the field or setting.
+	// Field is the input that was wrong, spelled as in the API: a field of a
+	// struct the caller filled ("InsertOpts.Priority", "Config.LeaseDuration",
+	// "JobListParams.Limit"), "Args" for the job's arguments, "Kind" for its
+	// kind, or the name of a bad parameter ("id", "name", "tx", "params",
+	// "driver", "worker").
+	Field string
+	// Message says what was wrong, in words that name the field or setting.
 	Message string
 }
 
@@ -75,7 +81,7 @@ func (e *InvalidError) Error() string {
 // Is reports whether target is ErrInvalid.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
-// invalidf returns an *InvalidError with the formatted message.
-func invalidf(format string, args ...any) error {
-	return &InvalidError{Message: fmt.Sprintf(format, args...)}
+// invalidf returns an *InvalidError about field with the formatted message.
+func invalidf(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Message: fmt.Sprintf(format, args...)}
 }

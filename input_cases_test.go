@@ -45,31 +45,33 @@ type inputCase struct {
 	Args weir.JobArgs
 	Opts *weir.InsertOpts
 	Want string
+	// Field is the InvalidError's Field.
+	Field string
 }
 
 // badInserts are inserts every client must refuse.
 func badInserts() []inputCase {
 	return []inputCase{
-		{"NUL in args", inputRaw(`{"a":"x\u0000y"}`), nil, `args of kind "raw" have a NUL character (\u0000) at byte 7`},
-		{"NUL in a Go string", inputStringArgs{S: "a\x00b"}, nil, "args of kind \"strings\" have a NUL character"},
-		{"NUL in a key", inputRaw(`{"\u0000":1}`), nil, `args of kind "raw" have a NUL character (\u0000) at byte 2`},
-		{"NUL in metadata", inputOKArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`{"m": ["\u0000"]}`)}, "metadata has a NUL character"},
-		{"invalid UTF-8 in a Go string", inputStringArgs{S: "caf\xe9"}, nil, "args of kind \"strings\" have invalid UTF-8 at byte 9 (encoding/json wrote it as \\ufffd)"},
-		{"invalid UTF-8 in raw args", inputRaw("{\"a\":\"\xff\"}"), nil, `args of kind "raw" have invalid UTF-8 at byte 6`},
-		{"invalid UTF-8 in metadata", inputOKArgs{}, &weir.InsertOpts{Metadata: json.RawMessage("{\"m\":\"\xc3\"}")}, "metadata has invalid UTF-8"},
-		{"unpaired surrogate", inputRaw(`{"a":"\ud800x"}`), nil, `args of kind "raw" have an unpaired UTF-16 surrogate escape at byte 6`},
-		{"lone low surrogate", inputRaw(`{"a":"\uDC00"}`), nil, `args of kind "raw" have an unpaired UTF-16 surrogate escape at byte 6`},
-		{"duplicate key", inputRaw(`{"a":1,"b":2,"a":3}`), nil, `args of kind "raw" have the key "a" twice in one object`},
-		{"duplicate escaped key", inputRaw(`{"o":{"b":1,"\u0062":2}}`), nil, `args of kind "raw" have the key "b" twice`},
-		{"duplicate key among many", inputRaw(inputManyKeys(40, "k7")), nil, `args of kind "raw" have the key "k7" twice`},
-		{"duplicate key in metadata", inputOKArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`{"m":1, "m":2}`)}, `metadata has the key "m" twice`},
-		{"nil pointer args", (*inputPtrArgs)(nil), nil, "args are a nil *weir_test.inputPtrArgs"},
+		{"NUL in args", inputRaw(`{"a":"x\u0000y"}`), nil, `args of kind "raw" have a NUL character (\u0000) at byte 7`, "Args"},
+		{"NUL in a Go string", inputStringArgs{S: "a\x00b"}, nil, "args of kind \"strings\" have a NUL character", "Args"},
+		{"NUL in a key", inputRaw(`{"\u0000":1}`), nil, `args of kind "raw" have a NUL character (\u0000) at byte 2`, "Args"},
+		{"NUL in metadata", inputOKArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`{"m": ["\u0000"]}`)}, "metadata has a NUL character", "InsertOpts.Metadata"},
+		{"invalid UTF-8 in a Go string", inputStringArgs{S: "caf\xe9"}, nil, "args of kind \"strings\" have invalid UTF-8 at byte 9 (encoding/json wrote it as \\ufffd)", "Args"},
+		{"invalid UTF-8 in raw args", inputRaw("{\"a\":\"\xff\"}"), nil, `args of kind "raw" have invalid UTF-8 at byte 6`, "Args"},
+		{"invalid UTF-8 in metadata", inputOKArgs{}, &weir.InsertOpts{Metadata: json.RawMessage("{\"m\":\"\xc3\"}")}, "metadata has invalid UTF-8", "InsertOpts.Metadata"},
+		{"unpaired surrogate", inputRaw(`{"a":"\ud800x"}`), nil, `args of kind "raw" have an unpaired UTF-16 surrogate escape at byte 6`, "Args"},
+		{"lone low surrogate", inputRaw(`{"a":"\uDC00"}`), nil, `args of kind "raw" have an unpaired UTF-16 surrogate escape at byte 6`, "Args"},
+		{"duplicate key", inputRaw(`{"a":1,"b":2,"a":3}`), nil, `args of kind "raw" have the key "a" twice in one object`, "Args"},
+		{"duplicate escaped key", inputRaw(`{"o":{"b":1,"\u0062":2}}`), nil, `args of kind "raw" have the key "b" twice`, "Args"},
+		{"duplicate key among many", inputRaw(inputManyKeys(40, "k7")), nil, `args of kind "raw" have the key "k7" twice`, "Args"},
+		{"duplicate key in metadata", inputOKArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`{"m":1, "m":2}`)}, `metadata has the key "m" twice`, "InsertOpts.Metadata"},
+		{"nil pointer args", (*inputPtrArgs)(nil), nil, "args are a nil *weir_test.inputPtrArgs", "Args"},
 		{"year 0", inputOKArgs{}, &weir.InsertOpts{ScheduledAt: time.Date(0, 6, 1, 0, 0, 0, 0, time.UTC)},
-			"scheduled time 0000-06-01T00:00:00Z is out of range: it must fall in the years 1..9999 UTC"},
+			"scheduled time 0000-06-01T00:00:00Z is out of range: it must fall in the years 1..9999 UTC", "InsertOpts.ScheduledAt"},
 		{"year 300000", inputOKArgs{}, &weir.InsertOpts{ScheduledAt: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)},
-			"scheduled time 300000-01-01T00:00:00Z is out of range"},
-		{"year 10000", inputOKArgs{}, &weir.InsertOpts{ScheduledAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, "scheduled time 10000-01-01T00:00:00Z is out of range"},
-		{"before year 1 in UTC", inputOKArgs{}, &weir.InsertOpts{ScheduledAt: time.Date(1, 1, 1, 0, 30, 0, 0, time.FixedZone("east", 3600))}, "scheduled time 0000-12-31T23:30:00Z is out of range"},
+			"scheduled time 300000-01-01T00:00:00Z is out of range", "InsertOpts.ScheduledAt"},
+		{"year 10000", inputOKArgs{}, &weir.InsertOpts{ScheduledAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, "scheduled time 10000-01-01T00:00:00Z is out of range", "InsertOpts.ScheduledAt"},
+		{"before year 1 in UTC", inputOKArgs{}, &weir.InsertOpts{ScheduledAt: time.Date(1, 1, 1, 0, 30, 0, 0, time.FixedZone("east", 3600))}, "scheduled time 0000-12-31T23:30:00Z is out of range", "InsertOpts.ScheduledAt"},
 	}
 }
 
@@ -112,6 +114,9 @@ func runInputCases(t *testing.T, c *weir.Client, count func() int) {
 		if !errors.Is(err, weir.ErrInvalid) || !strings.Contains(err.Error(), tc.Want) {
 			t.Errorf("%s: %v, want an error wrapping ErrInvalid saying %q", tc.Name, err, tc.Want)
 		}
+		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != tc.Field || e.Job != 0 || e.Jobs != 0 {
+			t.Errorf("%s: %#v, want an *InvalidError about %s", tc.Name, e, tc.Field)
+		}
 		params := make([]weir.InsertManyParams, batch)
 		for i := range params {
 			params[i] = weir.InsertManyParams{Args: inputOKArgs{N: i}}
@@ -121,6 +126,9 @@ func runInputCases(t *testing.T, c *weir.Client, count func() int) {
 		want := fmt.Sprintf("job %d of %d: %s", batch, batch, tc.Want)
 		if !errors.Is(err, weir.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s in a batch: %v, want an error wrapping ErrInvalid saying %q", tc.Name, err, want)
+		}
+		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != tc.Field || e.Job != batch || e.Jobs != batch {
+			t.Errorf("%s in a batch: %#v, want an *InvalidError about %s of job %d of %d", tc.Name, e, tc.Field, batch, batch)
 		}
 	}
 	if n := count(); n != 0 {

@@ -97,14 +97,14 @@ func nameOK(name string) bool {
 const maxNameLen = 128
 
 // validateName checks a kind, queue or tag name.
-func validateName(what, name string) error {
+func validateName(field, what, name string) error {
 	switch {
 	case name == "":
-		return invalidf("%s is empty", what)
+		return invalidf(field, "%s is empty", what)
 	case len(name) > maxNameLen:
-		return invalidf("%s %q is %d bytes long; the limit is %d", what, truncate(name), len(name), maxNameLen)
+		return invalidf(field, "%s %q is %d bytes long; the limit is %d", what, truncate(name), len(name), maxNameLen)
 	case !nameOK(name):
-		return invalidf("%s %q has characters outside [A-Za-z0-9_.:-] or does not start with a letter or digit", what, name)
+		return invalidf(field, "%s %q has characters outside [A-Za-z0-9_.:-] or does not start with a letter or digit", what, name)
 	}
 	return nil
 }
@@ -122,32 +122,32 @@ func truncate(s string) string {
 // keep alike; one checker serves a whole batch.
 func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time, check *jsonChecker) (*weirdriver.JobInsertParams, error) {
 	if args == nil {
-		return nil, invalidf("args are nil")
+		return nil, invalidf("Args", "args are nil")
 	}
 	if v := reflect.ValueOf(args); v.Kind() == reflect.Pointer && v.IsNil() {
 		// Kind and MarshalJSON would dereference it.
-		return nil, invalidf("args are a nil %T", args)
+		return nil, invalidf("Args", "args are a nil %T", args)
 	}
 	kind := args.Kind()
-	if err := validateName("kind", kind); err != nil {
+	if err := validateName("Kind", "kind", kind); err != nil {
 		return nil, err
 	}
 	encoded, err := json.Marshal(args)
 	if err != nil {
-		return nil, invalidf("args of kind %q do not encode as JSON: %v", kind, err)
+		return nil, invalidf("Args", "args of kind %q do not encode as JSON: %v", kind, err)
 	}
 	if len(encoded) > c.config.MaxArgsBytes {
-		return nil, invalidf("args of kind %q are %d bytes; the limit is %d (Config.MaxArgsBytes)", kind, len(encoded), c.config.MaxArgsBytes)
+		return nil, invalidf("Args", "args of kind %q are %d bytes; the limit is %d (Config.MaxArgsBytes)", kind, len(encoded), c.config.MaxArgsBytes)
 	}
 	if !isJSONObject(encoded) {
-		return nil, invalidf("args of kind %q must encode to a JSON object, got %s", kind, truncate(string(encoded)))
+		return nil, invalidf("Args", "args of kind %q must encode to a JSON object, got %s", kind, truncate(string(encoded)))
 	}
 	// encoding/json writes invalid UTF-8 in a Go string as \ufffd; JSON from the
 	// caller's own MarshalJSON (RawArgs) is kept as written, where \ufffd is a
 	// replacement character meant as such.
 	_, ownJSON := args.(json.Marshaler)
 	if err := check.check(encoded, !ownJSON); err != nil {
-		return nil, invalidf("args of kind %q have %v", kind, err)
+		return nil, invalidf("Args", "args of kind %q have %v", kind, err)
 	}
 
 	merged := mergeOpts(args, opts)
@@ -159,46 +159,46 @@ func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time, che
 		p.Queue = DefaultQueue
 	}
 	if !p.ScheduledAt.IsZero() {
-		if err := checkTime("scheduled time", p.ScheduledAt); err != nil {
+		if err := checkTime("InsertOpts.ScheduledAt", "scheduled time", p.ScheduledAt); err != nil {
 			return nil, err
 		}
 	}
-	if err := validateName("queue", p.Queue); err != nil {
+	if err := validateName("InsertOpts.Queue", "queue", p.Queue); err != nil {
 		return nil, err
 	}
 	switch {
 	case p.Priority == 0:
 		p.Priority = DefaultPriority
 	case p.Priority < 1 || p.Priority > 4:
-		return nil, invalidf("priority %d is out of range 1..4", p.Priority)
+		return nil, invalidf("InsertOpts.Priority", "priority %d is out of range 1..4", p.Priority)
 	}
 	switch {
 	case p.MaxAttempts == 0:
 		p.MaxAttempts = DefaultMaxAttempts
 	case p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts:
-		return nil, invalidf("max attempts %d is out of range 1..%d", p.MaxAttempts, MaxMaxAttempts)
+		return nil, invalidf("InsertOpts.MaxAttempts", "max attempts %d is out of range 1..%d", p.MaxAttempts, MaxMaxAttempts)
 	}
 	if len(p.Tags) > MaxTags {
-		return nil, invalidf("%d tags given; the limit is %d", len(p.Tags), MaxTags)
+		return nil, invalidf("InsertOpts.Tags", "%d tags given; the limit is %d", len(p.Tags), MaxTags)
 	}
 	for _, tag := range p.Tags {
-		if err := validateName("tag", tag); err != nil {
+		if err := validateName("InsertOpts.Tags", "tag", tag); err != nil {
 			return nil, err
 		}
 	}
 	if len(merged.Metadata) > 0 {
 		if !json.Valid(merged.Metadata) || !isJSONObject(merged.Metadata) {
-			return nil, invalidf("metadata must be a JSON object, got %s", truncate(string(merged.Metadata)))
+			return nil, invalidf("InsertOpts.Metadata", "metadata must be a JSON object, got %s", truncate(string(merged.Metadata)))
 		}
 		if len(merged.Metadata) > c.config.MaxArgsBytes {
-			return nil, invalidf("metadata is %d bytes; the limit is %d (Config.MaxArgsBytes)", len(merged.Metadata), c.config.MaxArgsBytes)
+			return nil, invalidf("InsertOpts.Metadata", "metadata is %d bytes; the limit is %d (Config.MaxArgsBytes)", len(merged.Metadata), c.config.MaxArgsBytes)
 		}
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, merged.Metadata); err != nil {
-			return nil, invalidf("metadata is not valid JSON: %v", err)
+			return nil, invalidf("InsertOpts.Metadata", "metadata is not valid JSON: %v", err)
 		}
 		if err := check.check(compact.Bytes(), false); err != nil {
-			return nil, invalidf("metadata has %v", err)
+			return nil, invalidf("InsertOpts.Metadata", "metadata has %v", err)
 		}
 		p.Metadata = compact.Bytes()
 	}
@@ -246,10 +246,10 @@ func mergeOpts(args JobArgs, opts *InsertOpts) InsertOpts {
 // setUnique checks u and sets p's unique key and states.
 func setUnique(p *weirdriver.JobInsertParams, u *UniqueOpts, now time.Time) error {
 	if u.ByPeriod < 0 {
-		return invalidf("unique period %s is negative", u.ByPeriod)
+		return invalidf("InsertOpts.Unique.ByPeriod", "unique period %s is negative", u.ByPeriod)
 	}
 	if u.ByPeriod > 0 && u.ByPeriod < time.Second {
-		return invalidf("unique period %s is under one second", u.ByPeriod)
+		return invalidf("InsertOpts.Unique.ByPeriod", "unique period %s is under one second", u.ByPeriod)
 	}
 	states := u.ByState
 	if len(states) == 0 {
@@ -257,12 +257,12 @@ func setUnique(p *weirdriver.JobInsertParams, u *UniqueOpts, now time.Time) erro
 	}
 	for _, s := range states {
 		if !s.Valid() {
-			return invalidf("unique state %q is not a job state", s)
+			return invalidf("InsertOpts.Unique.ByState", "unique state %q is not a job state", s)
 		}
 	}
 	for _, s := range requiredUniqueStates {
 		if !slices.Contains(states, s) {
-			return invalidf("unique states must include %q (they must hold scheduled, available, running and retryable)", s)
+			return invalidf("InsertOpts.Unique.ByState", "unique states must include %q (they must hold scheduled, available, running and retryable)", s)
 		}
 	}
 
@@ -285,7 +285,7 @@ func setUnique(p *weirdriver.JobInsertParams, u *UniqueOpts, now time.Time) erro
 	if u.ByArgs {
 		canonical, err := canonicalJSON(p.Args)
 		if err != nil {
-			return invalidf("args of kind %q: %v", p.Kind, err)
+			return invalidf("Args", "args of kind %q: %v", p.Kind, err)
 		}
 		p.UniqueByArgs, p.CanonicalArgs = true, canonical
 	}

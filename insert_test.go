@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver"
 )
 
 func TestInsertDefaults(t *testing.T) {
@@ -68,34 +69,36 @@ func TestInsertBadInput(t *testing.T) {
 		args weir.JobArgs
 		opts *weir.InsertOpts
 		want string
+		// field is the InvalidError's Field.
+		field string
 	}{
-		{"nil args", nil, nil, "args are nil"},
-		{"args not an object", listArgs{1, 2}, nil, "must encode to a JSON object"},
-		{"args not JSON", weir.RawArgs{KindName: "raw", JSON: json.RawMessage(`{"a":`)}, nil, "do not encode as JSON"},
-		{"args not encodable", badJSONArgs{C: make(chan int)}, nil, "do not encode as JSON"},
-		{"args empty", weir.RawArgs{KindName: "raw"}, nil, "do not encode as JSON"},
-		{"args over limit", emailArgs{To: strings.Repeat("a", 300)}, nil, "the limit is 200"},
-		{"kind empty", weir.RawArgs{JSON: json.RawMessage(`{}`)}, nil, "kind is empty"},
-		{"kind too long", weir.RawArgs{KindName: long, JSON: json.RawMessage(`{}`)}, nil, "kind \"xxxx"},
-		{"kind bad chars", weir.RawArgs{KindName: "send email", JSON: json.RawMessage(`{}`)}, nil, "characters outside"},
-		{"kind leading dash", weir.RawArgs{KindName: "-x", JSON: json.RawMessage(`{}`)}, nil, "characters outside"},
-		{"queue too long", emailArgs{}, &weir.InsertOpts{Queue: long}, "queue \"xxxx"},
-		{"queue bad chars", emailArgs{}, &weir.InsertOpts{Queue: "q/1"}, "queue \"q/1\" has characters outside"},
-		{"queue unicode", emailArgs{}, &weir.InsertOpts{Queue: "köln"}, "has characters outside"},
-		{"priority low", emailArgs{}, &weir.InsertOpts{Priority: -1}, "priority -1 is out of range 1..4"},
-		{"priority high", emailArgs{}, &weir.InsertOpts{Priority: 5}, "priority 5 is out of range 1..4"},
-		{"max attempts negative", emailArgs{}, &weir.InsertOpts{MaxAttempts: -3}, "max attempts -3 is out of range"},
-		{"max attempts huge", emailArgs{}, &weir.InsertOpts{MaxAttempts: 100_000}, "max attempts 100000 is out of range"},
-		{"tag empty", emailArgs{}, &weir.InsertOpts{Tags: []string{""}}, "tag is empty"},
-		{"tag bad chars", emailArgs{}, &weir.InsertOpts{Tags: []string{"a b"}}, "tag \"a b\""},
-		{"too many tags", emailArgs{}, &weir.InsertOpts{Tags: make([]string, 33)}, "33 tags given"},
-		{"metadata not object", emailArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`[1]`)}, "metadata must be a JSON object"},
-		{"metadata not JSON", emailArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`{x}`)}, "metadata must be a JSON object"},
-		{"unique negative period", emailArgs{}, &weir.InsertOpts{Unique: weir.UniqueOpts{ByPeriod: -time.Second}}, "unique period -1s is negative"},
-		{"unique tiny period", emailArgs{}, &weir.InsertOpts{Unique: weir.UniqueOpts{ByPeriod: time.Millisecond}}, "under one second"},
-		{"unique unknown state", emailArgs{}, &weir.InsertOpts{Unique: weir.UniqueOpts{ByState: []weir.JobState{"available", "bogus"}}}, "\"bogus\" is not a job state"},
+		{"nil args", nil, nil, "args are nil", "Args"},
+		{"args not an object", listArgs{1, 2}, nil, "must encode to a JSON object", "Args"},
+		{"args not JSON", weir.RawArgs{KindName: "raw", JSON: json.RawMessage(`{"a":`)}, nil, "do not encode as JSON", "Args"},
+		{"args not encodable", badJSONArgs{C: make(chan int)}, nil, "do not encode as JSON", "Args"},
+		{"args empty", weir.RawArgs{KindName: "raw"}, nil, "do not encode as JSON", "Args"},
+		{"args over limit", emailArgs{To: strings.Repeat("a", 300)}, nil, "the limit is 200", "Args"},
+		{"kind empty", weir.RawArgs{JSON: json.RawMessage(`{}`)}, nil, "kind is empty", "Kind"},
+		{"kind too long", weir.RawArgs{KindName: long, JSON: json.RawMessage(`{}`)}, nil, "kind \"xxxx", "Kind"},
+		{"kind bad chars", weir.RawArgs{KindName: "send email", JSON: json.RawMessage(`{}`)}, nil, "characters outside", "Kind"},
+		{"kind leading dash", weir.RawArgs{KindName: "-x", JSON: json.RawMessage(`{}`)}, nil, "characters outside", "Kind"},
+		{"queue too long", emailArgs{}, &weir.InsertOpts{Queue: long}, "queue \"xxxx", "InsertOpts.Queue"},
+		{"queue bad chars", emailArgs{}, &weir.InsertOpts{Queue: "q/1"}, "queue \"q/1\" has characters outside", "InsertOpts.Queue"},
+		{"queue unicode", emailArgs{}, &weir.InsertOpts{Queue: "köln"}, "has characters outside", "InsertOpts.Queue"},
+		{"priority low", emailArgs{}, &weir.InsertOpts{Priority: -1}, "priority -1 is out of range 1..4", "InsertOpts.Priority"},
+		{"priority high", emailArgs{}, &weir.InsertOpts{Priority: 5}, "priority 5 is out of range 1..4", "InsertOpts.Priority"},
+		{"max attempts negative", emailArgs{}, &weir.InsertOpts{MaxAttempts: -3}, "max attempts -3 is out of range", "InsertOpts.MaxAttempts"},
+		{"max attempts huge", emailArgs{}, &weir.InsertOpts{MaxAttempts: 100_000}, "max attempts 100000 is out of range", "InsertOpts.MaxAttempts"},
+		{"tag empty", emailArgs{}, &weir.InsertOpts{Tags: []string{""}}, "tag is empty", "InsertOpts.Tags"},
+		{"tag bad chars", emailArgs{}, &weir.InsertOpts{Tags: []string{"a b"}}, "tag \"a b\"", "InsertOpts.Tags"},
+		{"too many tags", emailArgs{}, &weir.InsertOpts{Tags: make([]string, 33)}, "33 tags given", "InsertOpts.Tags"},
+		{"metadata not object", emailArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`[1]`)}, "metadata must be a JSON object", "InsertOpts.Metadata"},
+		{"metadata not JSON", emailArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`{x}`)}, "metadata must be a JSON object", "InsertOpts.Metadata"},
+		{"unique negative period", emailArgs{}, &weir.InsertOpts{Unique: weir.UniqueOpts{ByPeriod: -time.Second}}, "unique period -1s is negative", "InsertOpts.Unique.ByPeriod"},
+		{"unique tiny period", emailArgs{}, &weir.InsertOpts{Unique: weir.UniqueOpts{ByPeriod: time.Millisecond}}, "under one second", "InsertOpts.Unique.ByPeriod"},
+		{"unique unknown state", emailArgs{}, &weir.InsertOpts{Unique: weir.UniqueOpts{ByState: []weir.JobState{"available", "bogus"}}}, "\"bogus\" is not a job state", "InsertOpts.Unique.ByState"},
 		{"unique without running", emailArgs{}, &weir.InsertOpts{Unique: weir.UniqueOpts{ByState: []weir.JobState{
-			weir.JobStateScheduled, weir.JobStateAvailable, weir.JobStateRetryable}}}, "must include \"running\""},
+			weir.JobStateScheduled, weir.JobStateAvailable, weir.JobStateRetryable}}}, "must include \"running\"", "InsertOpts.Unique.ByState"},
 	}
 	for _, tt := range tests {
 		_, err := b.client.Insert(testCtx(t), tt.args, tt.opts)
@@ -108,6 +111,9 @@ func TestInsertBadInput(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %q does not say %q", tt.name, err, tt.want)
+		}
+		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != tt.field {
+			t.Errorf("%s: %#v, want an *InvalidError about %s", tt.name, e, tt.field)
 		}
 	}
 	if n := b.count(t, "true"); n != 0 {
@@ -133,14 +139,21 @@ func TestInsertArgsLimitDefault(t *testing.T) {
 func TestNewClientBadConfig(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &setupOpts{noMigrate: true})
-	if _, err := weir.NewClient(b.driver, &weir.Config{MaxArgsBytes: -1}); !errors.Is(err, weir.ErrInvalid) {
-		t.Errorf("negative MaxArgsBytes: %v", err)
-	}
-	if _, err := weir.NewClient(b.driver, &weir.Config{ID: strings.Repeat("i", 200)}); !errors.Is(err, weir.ErrInvalid) {
-		t.Errorf("long ID: %v", err)
-	}
-	if _, err := weir.NewClient(nil, nil); !errors.Is(err, weir.ErrInvalid) {
-		t.Errorf("nil driver: %v", err)
+	for _, tc := range []struct {
+		name   string
+		driver weirdriver.Driver
+		config *weir.Config
+		field  string
+	}{
+		{"negative MaxArgsBytes", b.driver, &weir.Config{MaxArgsBytes: -1}, "Config.MaxArgsBytes"},
+		{"long ID", b.driver, &weir.Config{ID: strings.Repeat("i", 200)}, "Config.ID"},
+		{"bad queue name", b.driver, &weir.Config{Queues: map[string]weir.QueueConfig{"a b": {MaxWorkers: 1}}}, "Config.Queues"},
+		{"nil driver", nil, nil, "driver"},
+	} {
+		_, err := weir.NewClient(tc.driver, tc.config)
+		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != tc.field || !errors.Is(err, weir.ErrInvalid) {
+			t.Errorf("%s: %v, want an *InvalidError about %s", tc.name, err, tc.field)
+		}
 	}
 }
 
@@ -507,8 +520,9 @@ func TestInsertSQLTx(t *testing.T) {
 func TestInsertTxWrongType(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	if _, err := b.client.InsertTx(testCtx(t), nil, emailArgs{}, nil); !errors.Is(err, weir.ErrInvalid) {
-		t.Fatalf("nil tx: %v", err)
+	_, err := b.client.InsertTx(testCtx(t), nil, emailArgs{}, nil)
+	if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != "tx" || !errors.Is(err, weir.ErrInvalid) {
+		t.Fatalf("nil tx: %v, want an *InvalidError about tx", err)
 	}
 }
 

@@ -2,8 +2,9 @@ package weir
 
 import (
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/weirq/weir/weirtype"
 )
 
 // A handler's error decides what becomes of its job: nil completes it; the errors
@@ -12,68 +13,48 @@ import (
 // attempts, then discarded.
 
 // JobSnooze returns an error that re-schedules the job after d without spending an
-// attempt. d must not be negative.
+// attempt. A negative d counts as zero.
 func JobSnooze(d time.Duration) error {
-	return &snoozeError{after: d}
+	return &JobSnoozeError{Duration: d}
 }
 
 // JobCancel returns an error that ends the job cancelled, whatever attempts it has
 // left; err (which may be nil) is recorded as the attempt's error.
 func JobCancel(err error) error {
-	return &cancelError{err: err}
+	return &JobCancelError{Err: err}
 }
 
 // JobDiscard returns an error that ends the job discarded, whatever attempts it has
 // left; err (which may be nil) is recorded as the attempt's error.
 func JobDiscard(err error) error {
-	return &discardError{err: err}
+	return &JobDiscardError{Err: err}
 }
 
-type snoozeError struct{ after time.Duration }
-
-func (e *snoozeError) Error() string { return fmt.Sprintf("job snoozed for %s", e.after) }
-
-type cancelError struct{ err error }
-
-func (e *cancelError) Error() string {
-	if e.err == nil {
-		return "job cancelled"
-	}
-	return "job cancelled: " + e.err.Error()
-}
-
-func (e *cancelError) Unwrap() error { return e.err }
-
-type discardError struct{ err error }
-
-func (e *discardError) Error() string {
-	if e.err == nil {
-		return "job discarded"
-	}
-	return "job discarded: " + e.err.Error()
-}
-
-func (e *discardError) Unwrap() error { return e.err }
+// The outcome errors are weirtype's, so that errors.As matches either name.
+type (
+	// JobSnoozeError is the error JobSnooze returns.
+	JobSnoozeError = weirtype.JobSnoozeError
+	// JobCancelError is the error JobCancel returns.
+	JobCancelError = weirtype.JobCancelError
+	// JobDiscardError is the error JobDiscard returns.
+	JobDiscardError = weirtype.JobDiscardError
+)
 
 // outcomeOf classifies a handler's error. snooze is set for a snooze.
 func outcomeOf(err error) (kind outcomeKind, snooze time.Duration) {
-	var (
-		s *snoozeError
-		c *cancelError
-		d *discardError
-	)
-	switch {
-	case err == nil:
+	if err == nil {
 		return outcomeCompleted, 0
-	case errors.As(err, &s):
-		return outcomeSnooze, max(s.after, 0)
-	case errors.As(err, &c):
-		return outcomeCancel, 0
-	case errors.As(err, &d):
-		return outcomeDiscard, 0
-	default:
-		return outcomeFailed, 0
 	}
+	if s, ok := errors.AsType[*JobSnoozeError](err); ok {
+		return outcomeSnooze, max(s.Duration, 0)
+	}
+	if _, ok := errors.AsType[*JobCancelError](err); ok {
+		return outcomeCancel, 0
+	}
+	if _, ok := errors.AsType[*JobDiscardError](err); ok {
+		return outcomeDiscard, 0
+	}
+	return outcomeFailed, 0
 }
 
 type outcomeKind int

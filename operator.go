@@ -67,38 +67,41 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 	case p.Limit == 0:
 		p.Limit = DefaultListLimit
 	case p.Limit < 0 || p.Limit > MaxListLimit:
-		return nil, invalidf("list limit %d is out of range 1..%d", p.Limit, MaxListLimit)
+		return nil, invalidf("JobListParams.Limit", "list limit %d is out of range 1..%d", p.Limit, MaxListLimit)
 	}
 	if p.AfterID < 0 {
-		return nil, invalidf("list cursor %d is negative", p.AfterID)
+		return nil, invalidf("JobListParams.Cursor", "list cursor %d is negative", p.AfterID)
 	}
 	for _, s := range p.States {
 		if !s.Valid() {
-			return nil, invalidf("%q is not a job state", s)
+			return nil, invalidf("JobListParams.States", "%q is not a job state", s)
 		}
 	}
 	for _, q := range p.Queues {
-		if err := validateName("queue", q); err != nil {
+		if err := validateName("JobListParams.Queues", "queue", q); err != nil {
 			return nil, err
 		}
 	}
 	for _, k := range p.Kinds {
-		if err := validateName("kind", k); err != nil {
+		if err := validateName("JobListParams.Kinds", "kind", k); err != nil {
 			return nil, err
 		}
 	}
 	for _, bound := range []struct {
-		what string
-		at   time.Time
-	}{{"created-after", p.CreatedAfter}, {"created-before", p.CreatedBefore}} {
+		field, what string
+		at          time.Time
+	}{
+		{"JobListParams.CreatedAfter", "created-after", p.CreatedAfter},
+		{"JobListParams.CreatedBefore", "created-before", p.CreatedBefore},
+	} {
 		if !bound.at.IsZero() {
-			if err := checkTime(bound.what, bound.at); err != nil {
+			if err := checkTime(bound.field, bound.what, bound.at); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
-		return nil, invalidf("created-after %s is not before created-before %s",
+		return nil, invalidf("JobListParams.CreatedAfter", "created-after %s is not before created-before %s",
 			p.CreatedAfter.Format(time.RFC3339Nano), p.CreatedBefore.Format(time.RFC3339Nano))
 	}
 
@@ -141,7 +144,7 @@ func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
 
 func (c *Client) changeJob(ctx context.Context, id int64, op func(weirdriver.Executor, context.Context, int64) (*JobRow, error)) (*JobRow, error) {
 	if id <= 0 {
-		return nil, invalidf("job id %d is not positive", id)
+		return nil, invalidf("id", "job id %d is not positive", id)
 	}
 	var job *JobRow
 	err := c.operate(ctx, func() (err error) {
@@ -182,7 +185,7 @@ func (c *Client) QueueResume(ctx context.Context, name string) error {
 }
 
 func (c *Client) queueOp(ctx context.Context, name string, op func(weirdriver.Executor, context.Context, string) error) error {
-	if err := validateName("queue", name); err != nil {
+	if err := validateName("name", "queue", name); err != nil {
 		return err
 	}
 	err := c.operate(ctx, func() error { return op(c.driver.Executor(), ctx, name) })

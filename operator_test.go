@@ -68,17 +68,36 @@ func TestJobListBadInput(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	now := time.Now()
-	for _, p := range []*weir.JobListParams{
-		{Limit: -1},
-		{Limit: weir.MaxListLimit + 1},
-		{Cursor: -5},
-		{States: []weir.JobState{"nope"}},
-		{Queues: []string{"bad queue"}},
-		{Kinds: []string{""}},
-		{CreatedAfter: now, CreatedBefore: now.Add(-time.Hour)},
+	for _, tc := range []struct {
+		p     *weir.JobListParams
+		field string
+	}{
+		{&weir.JobListParams{Limit: -1}, "JobListParams.Limit"},
+		{&weir.JobListParams{Limit: weir.MaxListLimit + 1}, "JobListParams.Limit"},
+		{&weir.JobListParams{Cursor: -5}, "JobListParams.Cursor"},
+		{&weir.JobListParams{States: []weir.JobState{"nope"}}, "JobListParams.States"},
+		{&weir.JobListParams{Queues: []string{"bad queue"}}, "JobListParams.Queues"},
+		{&weir.JobListParams{Kinds: []string{""}}, "JobListParams.Kinds"},
+		{&weir.JobListParams{CreatedAfter: now, CreatedBefore: now.Add(-time.Hour)}, "JobListParams.CreatedAfter"},
+		{&weir.JobListParams{CreatedBefore: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)}, "JobListParams.CreatedBefore"},
 	} {
-		if _, err := b.client.JobList(testCtx(t), p); !errors.Is(err, weir.ErrInvalid) {
-			t.Errorf("%+v: %v, want ErrInvalid", p, err)
+		_, err := b.client.JobList(testCtx(t), tc.p)
+		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != tc.field || !errors.Is(err, weir.ErrInvalid) {
+			t.Errorf("%+v: %v, want an *InvalidError about %s", tc.p, err, tc.field)
+		}
+	}
+	for _, tc := range []struct {
+		name, field string
+		call        func() error
+	}{
+		{"JobCancel(0)", "id", func() error { _, err := b.client.JobCancel(testCtx(t), 0); return err }},
+		{"JobRetry(-1)", "id", func() error { _, err := b.client.JobRetry(testCtx(t), -1); return err }},
+		{"QueuePause(\"\")", "name", func() error { return b.client.QueuePause(testCtx(t), "") }},
+		{"QueueResume(\"a b\")", "name", func() error { return b.client.QueueResume(testCtx(t), "a b") }},
+	} {
+		err := tc.call()
+		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != tc.field {
+			t.Errorf("%s: %v, want an *InvalidError about %s", tc.name, err, tc.field)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/weirq/weir/weirtype"
 )
 
 func TestExponentialBackoff(t *testing.T) {
@@ -49,6 +51,10 @@ func TestOutcomeOf(t *testing.T) {
 		{JobSnooze(-time.Second), outcomeSnooze, 0},
 		{JobCancel(base), outcomeCancel, 0},
 		{JobDiscard(nil), outcomeDiscard, 0},
+		// Made without the constructors, by code that knows only weirtype.
+		{&weirtype.JobCancelError{}, outcomeCancel, 0},
+		{fmt.Errorf("wrapped: %w", &weirtype.JobDiscardError{Err: base}), outcomeDiscard, 0},
+		{&weirtype.JobSnoozeError{Duration: time.Hour}, outcomeSnooze, time.Hour},
 	}
 	for _, tt := range tests {
 		kind, snooze := outcomeOf(tt.err)
@@ -58,5 +64,19 @@ func TestOutcomeOf(t *testing.T) {
 	}
 	if !errors.Is(JobCancel(base), base) || !errors.Is(JobDiscard(base), base) {
 		t.Error("JobCancel and JobDiscard do not unwrap to their cause")
+	}
+	if e, ok := errors.AsType[*weirtype.JobSnoozeError](JobSnooze(time.Minute)); !ok || e.Duration != time.Minute {
+		t.Errorf("JobSnooze(1m) as a *weirtype.JobSnoozeError: %v, %v", e, ok)
+	}
+	for err, want := range map[error]string{
+		JobSnooze(90 * time.Second): "job snoozed for 1m30s",
+		JobCancel(nil):              "job cancelled",
+		JobCancel(base):             "job cancelled: boom",
+		JobDiscard(nil):             "job discarded",
+		JobDiscard(base):            "job discarded: boom",
+	} {
+		if err.Error() != want {
+			t.Errorf("%#v says %q, want %q", err, err.Error(), want)
+		}
 	}
 }

@@ -15,9 +15,9 @@ import (
 // so JSON, in which the PostgreSQL driver sends times) can write, which holds
 // every real schedule, and to which the schema's CHECK constraints hold the
 // database (PostgreSQL migration 005), so that reading a row never fails.
-func checkTime(what string, t time.Time) error {
+func checkTime(field, what string, t time.Time) error {
 	if !weirdriver.TimeInRange(t) {
-		return invalidf("%s %s is out of range: it must fall in the years 1..9999 UTC", what, formatTime(t))
+		return invalidf(field, "%s %s is out of range: it must fall in the years 1..9999 UTC", what, formatTime(t))
 	}
 	return nil
 }

@@ -64,14 +64,14 @@ func AddWorker[T JobArgs](workers *Workers, worker Worker[T]) {
 // AddWorkerSafely registers worker for the kind of T.
 func AddWorkerSafely[T JobArgs](workers *Workers, worker Worker[T]) error {
 	if workers == nil || worker == nil {
-		return invalidf("AddWorker needs workers and a worker")
+		return invalidf("worker", "AddWorker needs workers and a worker")
 	}
 	kind := kindOf[T]()
-	if err := validateName("kind", kind); err != nil {
+	if err := validateName("Kind", "kind", kind); err != nil {
 		return err
 	}
 	if _, ok := workers.byKind[kind]; ok {
-		return invalidf("kind %q already has a worker", kind)
+		return invalidf("Kind", "kind %q already has a worker", kind)
 	}
 	entry := &workerEntry{
 		kind: kind,

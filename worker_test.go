@@ -45,14 +45,17 @@ func TestAddWorkerSafelyRejects(t *testing.T) {
 	if err := AddWorkerSafely(workers, w); err != nil {
 		t.Fatal(err)
 	}
-	if err := AddWorkerSafely(workers, w); !errors.Is(err, ErrInvalid) {
+	if err := AddWorkerSafely(workers, w); !isInvalid(err, "Kind") {
 		t.Fatalf("second worker for a kind: %v", err)
 	}
 	if err := AddWorkerSafely(workers, WorkFunc(func(context.Context, *Job[*ptrArgs]) error { return nil })); err != nil {
 		t.Fatalf("pointer args type: %v", err)
 	}
-	if err := AddWorkerSafely(workers, WorkFunc(func(context.Context, *Job[RawArgs]) error { return nil })); !errors.Is(err, ErrInvalid) {
+	if err := AddWorkerSafely(workers, WorkFunc(func(context.Context, *Job[RawArgs]) error { return nil })); !isInvalid(err, "Kind") {
 		t.Fatalf("args type with an empty kind: %v", err)
+	}
+	if err := AddWorkerSafely[greetArgs](workers, nil); !isInvalid(err, "worker") {
+		t.Fatalf("nil worker: %v", err)
 	}
 	defer func() {
 		if recover() == nil {
@@ -60,4 +63,10 @@ func TestAddWorkerSafelyRejects(t *testing.T) {
 		}
 	}()
 	AddWorker(workers, w)
+}
+
+// isInvalid reports whether err is an *InvalidError about field.
+func isInvalid(err error, field string) bool {
+	e, ok := errors.AsType[*InvalidError](err)
+	return ok && e.Field == field && errors.Is(err, ErrInvalid)
 }

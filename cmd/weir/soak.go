@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 	"github.com/weirq/weir/internal/pgcluster"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirmigrate"
@@ -484,9 +485,9 @@ func (s *soakRun) open(ctx context.Context) error {
 	cfg.MaxConns = 6
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("cannot open the database: %s", redact(err.Error(), s.url, cfg.ConnConfig.Password))
+		return fmt.Errorf("cannot open the database: %s", pgurl.Redact(err.Error(), s.url, cfg.ConnConfig.Password))
 	}
-	if err := pingPostgres(ctx, pool, cfg, s.url); err != nil {
+	if err := pgurl.Ping(ctx, pool, cfg, s.url); err != nil {
 		pool.Close()
 		return err
 	}
@@ -949,7 +950,7 @@ func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 		s.mu.Unlock()
 		how, err := s.restartPostgres(n)
 		if err != nil {
-			how += ": " + oneLine(err.Error())
+			how += ": " + pgurl.OneLine(err.Error())
 		}
 		s.addFault(faultEvent{Kind: faultPGRestart, At: at, Until: time.Now(), Detail: how})
 		s.logf("pgrestart (%s) in %s", how, time.Since(at))
@@ -1055,7 +1056,7 @@ func (s *soakRun) printProgress(ctx context.Context, phase string) {
 	if err == nil {
 		line += fmt.Sprintf("  final %d  pending %d  executions %d", final, pending, execs)
 	} else {
-		line += "  (database: " + oneLine(err.Error()) + ")"
+		line += "  (database: " + pgurl.OneLine(err.Error()) + ")"
 	}
 	line += fmt.Sprintf("  restarts %d  kills %d  pauses %d  connkills %d  pgrestarts %d  workers ready %d",
 		counts[faultRestart], counts[faultKill], counts[faultPause], counts[faultConnKill], counts[faultPGRestart], live)

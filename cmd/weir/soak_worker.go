@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 
@@ -242,7 +243,7 @@ func runSoakWorker(ctx context.Context, e *env, f *soakFlags) error {
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return usagef("database URL does not parse: %s", redact(parseReason(err), url, ""))
+		return usagef("database URL does not parse: %s", pgurl.Redact(pgurl.ParseReason(err), url, ""))
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = workerAppName(f.schema, f.workerName)
 	cfg.MaxConns = int32(min(f.concurrency, 16) + 4)
@@ -250,7 +251,7 @@ func runSoakWorker(ctx context.Context, e *env, f *soakFlags) error {
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(startCtx, cfg)
 	if err != nil {
-		return fmt.Errorf("soak worker %s: %s", f.workerName, redact(err.Error(), url, cfg.ConnConfig.Password))
+		return fmt.Errorf("soak worker %s: %s", f.workerName, pgurl.Redact(err.Error(), url, cfg.ConnConfig.Password))
 	}
 	// The pool is not closed: Close waits for connections in use, which an
 	// abandoned handler may hold. The process exits right after the stop.
@@ -281,7 +282,7 @@ func runSoakWorker(ctx context.Context, e *env, f *soakFlags) error {
 		return err
 	}
 	if err := client.Start(startCtx); err != nil {
-		return fmt.Errorf("soak worker %s: %s", f.workerName, redact(err.Error(), url, cfg.ConnConfig.Password))
+		return fmt.Errorf("soak worker %s: %s", f.workerName, pgurl.Redact(err.Error(), url, cfg.ConnConfig.Password))
 	}
 	fmt.Fprintln(e.stdout, "ready")
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 	"github.com/weirq/weir/weirbench"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
@@ -146,7 +147,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %s", name, redact(err.Error(), o.url, ""))
+		return fmt.Errorf("%s: %s", name, pgurl.Redact(err.Error(), o.url, ""))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 )
 
 // openClient opens the database named by f and returns a client on it that
@@ -41,7 +42,7 @@ func (f *dbFlags) clientErr(fs *flag.FlagSet, err error) error {
 	if msg, ok := wrapperOf(err, weir.ErrNotMigrated); ok {
 		return errors.New(msg)
 	}
-	return errors.New(redact(strings.TrimPrefix(err.Error(), "weir: "), f.url, ""))
+	return errors.New(pgurl.Redact(strings.TrimPrefix(err.Error(), "weir: "), f.url, ""))
 }
 
 // wrapperOf finds, in err's tree, the error that wraps sentinel itself and

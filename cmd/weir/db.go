@@ -6,19 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/url"
 	"os"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirdriver/weirsqlite"
@@ -27,13 +21,6 @@ import (
 // envDatabaseURL names the environment variable that holds the database URL when
 // --database-url is not given.
 const envDatabaseURL = "WEIR_DATABASE_URL"
-
-// defaultConnectTimeout bounds a connection attempt to PostgreSQL when the
-// connection string sets no connect_timeout.
-const defaultConnectTimeout = 10 * time.Second
-
-// pingSlack bounds the first query on a connection that was made.
-const pingSlack = 10 * time.Second
 
 // dbFlags are the flags of every command that uses the database.
 type dbFlags struct {
@@ -164,182 +151,26 @@ func openPostgres(ctx context.Context, rawURL, schema string) (weirdriver.Driver
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot open the database: %s", redact(err.Error(), rawURL, cfg.ConnConfig.Password))
+		return nil, nil, fmt.Errorf("cannot open the database: %s", pgurl.Redact(err.Error(), rawURL, cfg.ConnConfig.Password))
 	}
 	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
-	if err := pingPostgres(ctx, pool, cfg, rawURL); err != nil {
+	if err := pgurl.Ping(ctx, pool, cfg, rawURL); err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
 	return driver, pool.Close, nil
 }
 
-// postgresConfig parses rawURL into a pool configuration. Each connection
-// attempt is bounded by the string's connect_timeout, or by
-// defaultConnectTimeout when it sets none (or 0, which libpq takes for no
-// bound: a command line tool should not hang for ever). Its errors never
-// contain the string.
+// postgresConfig is pgurl.Config, with a string that does not parse a
+// mistake in the command line.
 func postgresConfig(rawURL string) (*pgxpool.Config, error) {
-	cfg, err := pgxpool.ParseConfig(rawURL)
+	cfg, err := pgurl.Config(rawURL)
 	if err != nil {
-		return nil, usagef("database URL does not parse: %s", redact(parseReason(err), rawURL, ""))
-	}
-	if cfg.ConnConfig.ConnectTimeout <= 0 {
-		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
-	}
-	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = "weir"
+		return nil, usagef("%v", err)
 	}
 	return cfg, nil
-}
-
-// pingPostgres checks that the server of pool answers. The connection
-// attempts are bounded by the configuration's connect timeout, each host in
-// turn; the deadline here only bounds the rest (a server that lets weir in
-// and then says nothing), so that the connection's own error, which names
-// the host, is the one reported.
-func pingPostgres(ctx context.Context, pool *pgxpool.Pool, cfg *pgxpool.Config, rawURL string) error {
-	hosts := postgresHosts(cfg)
-	budget := pingBudget(cfg)
-	pingCtx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	err := pool.Ping(pingCtx)
-	if err == nil {
-		return nil
-	}
-	at := strings.Join(hosts, ", ")
-	var pgErr *pgconn.PgError
-	var reason string
-	switch {
-	case errors.As(err, &pgErr):
-		// The server answered and refused: with sslmode=prefer pgx tries TLS
-		// first, and what the server said matters more than how that attempt
-		// failed (say, a server without TLS).
-		return fmt.Errorf("the database at %s refused the connection: %s",
-			at, redact(pgErr.Error(), rawURL, cfg.ConnConfig.Password))
-	case ctx.Err() != nil:
-		reason = err.Error()
-	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		var ce *pgconn.ConnectError
-		if errors.As(err, &ce) {
-			reason = fmt.Sprintf("no answer within %s (connect_timeout)", cfg.ConnConfig.ConnectTimeout)
-		} else {
-			reason = fmt.Sprintf("no answer within %s", budget)
-		}
-	default:
-		reason = err.Error()
-	}
-	return fmt.Errorf("cannot reach the database at %s: %s", at, redact(reason, rawURL, cfg.ConnConfig.Password))
-}
-
-// pingBudget is the deadline of the first contact with the server: time for
-// every connection attempt, each bounded by the connect timeout (a host name
-// may resolve to two addresses, IPv4 and IPv6, each tried in turn), and for
-// the first query.
-func pingBudget(cfg *pgxpool.Config) time.Duration {
-	attempts := 2 * len(postgresHosts(cfg))
-	return cfg.ConnConfig.ConnectTimeout*time.Duration(attempts) + pingSlack
-}
-
-// isTimeout reports whether err is a network time-out.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// postgresHosts lists the hosts cfg tries, as host:port (or a socket
-// directory), without repeats: a URL never shows a password here.
-func postgresHosts(cfg *pgxpool.Config) []string {
-	c := cfg.ConnConfig
-	var hosts []string
-	add := func(host string, port uint16) {
-		h := net.JoinHostPort(host, strconv.Itoa(int(port)))
-		if strings.HasPrefix(host, "/") {
-			h = host
-		}
-		if !slices.Contains(hosts, h) {
-			hosts = append(hosts, h)
-		}
-	}
-	add(c.Host, c.Port)
-	for _, fb := range c.Fallbacks {
-		add(fb.Host, fb.Port)
-	}
-	return hosts
-}
-
-// parseReason says why pgx could not parse a connection string, leaving out the
-// string itself, which pgx and net/url quote (pgx masks the password only on a
-// best-effort basis).
-func parseReason(err error) string {
-	var pe *pgconn.ParseConfigError
-	if !errors.As(err, &pe) {
-		return err.Error()
-	}
-	// pe.Error() is "cannot parse `<string>`: <msg>" or "... <msg> (<inner>)".
-	text := pe.Error()
-	inner := pe.Unwrap()
-	if inner != nil {
-		text = strings.TrimSuffix(text, " ("+inner.Error()+")")
-	}
-	msg := text
-	if i := strings.LastIndex(text, "`: "); i >= 0 {
-		msg = text[i+len("`: "):]
-	}
-	if inner == nil {
-		return msg
-	}
-	var ue *url.Error
-	if errors.As(inner, &ue) {
-		return msg + ": " + ue.Err.Error()
-	}
-	return msg + ": " + inner.Error()
-}
-
-var kvPassword = regexp.MustCompile(`(?i)\b(?:ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]+)`)
-
-// redact removes the connection string raw and every password it or the parsed
-// configuration holds from msg.
-func redact(msg, raw, password string) string {
-	if raw != "" {
-		msg = strings.ReplaceAll(msg, strconv.Quote(raw), "<database URL>")
-		msg = strings.ReplaceAll(msg, raw, "<database URL>")
-	}
-	secrets := []string{password}
-	// The userinfo password of a URL, found even when the URL does not parse.
-	if _, rest, ok := strings.Cut(raw, "://"); ok {
-		authority := rest
-		if i := strings.IndexAny(authority, "/?#"); i >= 0 {
-			authority = authority[:i]
-		}
-		if i := strings.LastIndex(authority, "@"); i >= 0 {
-			if _, pw, ok := strings.Cut(authority[:i], ":"); ok {
-				secrets = append(secrets, pw)
-			}
-		}
-	}
-	// password=... in the query or in key=value form.
-	for _, m := range kvPassword.FindAllStringSubmatch(raw, -1) {
-		secrets = append(secrets, m[1], strings.Trim(m[1], "'"))
-	}
-	for _, s := range secrets {
-		for _, form := range []string{s, unescape(s)} {
-			// Masking very short strings would garble the message more than it protects.
-			if len(form) >= 3 {
-				msg = strings.ReplaceAll(msg, form, "xxxxx")
-			}
-		}
-	}
-	return msg
-}
-
-func unescape(s string) string {
-	if u, err := url.PathUnescape(s); err == nil {
-		return u
-	}
-	return s
 }

@@ -16,10 +16,11 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 )
 
 // Exit statuses.
@@ -115,26 +116,12 @@ func report(w io.Writer, err error) int {
 		return exitPending
 	}
 	// An error may quote the server or stored data: escaped like any output.
-	fmt.Fprintf(w, "weir: %s\n", termSafe(oneLine(err.Error())))
+	fmt.Fprintf(w, "weir: %s\n", termSafe(pgurl.OneLine(err.Error())))
 	var u *usageError
 	if errors.As(err, &u) {
 		return exitUsage
 	}
 	return exitFailure
-}
-
-// oneLine folds a multi-line message into one line. pgx puts the error of each
-// connection attempt on a line of its own, and with sslmode=prefer the same
-// refusal comes twice: repeated lines are dropped.
-func oneLine(s string) string {
-	var lines []string
-	for line := range strings.SplitSeq(s, "\n") {
-		line = strings.Join(strings.Fields(line), " ")
-		if line != "" && !slices.Contains(lines, line) {
-			lines = append(lines, line)
-		}
-	}
-	return strings.Join(lines, " ")
 }
 
 func usage(w io.Writer) {

@@ -544,14 +544,6 @@ func TestUnknownMigrationInDatabase(t *testing.T) {
 	}
 }
 
-func TestOneLine(t *testing.T) {
-	t.Parallel()
-	in := "failed to connect to `user=u database=d`:\n\ta: refused\n\ta: refused\n\tb: refused"
-	if got, want := oneLine(in), "failed to connect to `user=u database=d`: a: refused b: refused"; got != want {
-		t.Fatalf("oneLine = %q, want %q", got, want)
-	}
-}
-
 // fixture is a migrated database holding a job in each situation the operator
 // commands meet, and a paused queue: a PostgreSQL schema (newFixture) or a
 // SQLite file (newSQLiteFixture).

@@ -193,19 +193,26 @@ func URL() string {
 // CASCADE) when the test ends, and returns its name.
 func Schema(tb testing.TB) string {
 	tb.Helper()
+	name := SchemaName(tb)
+	if err := execSQL(tb.Context(), "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+		tb.Fatalf("dbtest: creating schema %s: %v", name, err)
+	}
+	return name
+}
+
+// SchemaName returns a unique name of a schema that does not exist, for the
+// code under test to create; the schema is dropped (with CASCADE) when the
+// test ends, if it exists then.
+func SchemaName(tb testing.TB) string {
+	tb.Helper()
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
 		tb.Fatalf("dbtest: making schema name: %v", err)
 	}
 	name := "t_" + hex.EncodeToString(b)
-	ident := pgx.Identifier{name}.Sanitize()
-
-	if err := execSQL(tb.Context(), "CREATE SCHEMA "+ident); err != nil {
-		tb.Fatalf("dbtest: creating schema %s: %v", name, err)
-	}
 	tb.Cleanup(func() {
 		// tb.Context is already canceled when cleanups run.
-		if err := execSQL(context.Background(), "DROP SCHEMA IF EXISTS "+ident+" CASCADE"); err != nil {
+		if err := execSQL(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
 			tb.Errorf("dbtest: dropping schema %s: %v", name, err)
 		}
 	})

@@ -54,6 +54,24 @@ func TestSchemaIsDroppedAfterCleanup(t *testing.T) {
 	}
 }
 
+func TestSchemaName(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t, nil)
+	var name string
+	t.Run("use", func(t *testing.T) {
+		name = dbtest.SchemaName(t)
+		if schemaExists(t, pool, name) {
+			t.Fatalf("schema %s exists", name)
+		}
+		if _, err := pool.Exec(t.Context(), "CREATE SCHEMA "+name+"; CREATE TABLE "+name+".x (id int)"); err != nil {
+			t.Fatalf("creating schema: %v", err)
+		}
+	})
+	if schemaExists(t, pool, name) {
+		t.Errorf("schema %s still exists after cleanup", name)
+	}
+}
+
 func TestPool(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.Schema(t)

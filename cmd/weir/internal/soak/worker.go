@@ -1,12 +1,13 @@
-package main
+package soak
 
-// The worker process of weir soak: the orchestrator re-executes the weir
-// binary as `weir soak --worker --worker-name NAME ...`, with the database URL
-// in WEIR_DATABASE_URL. A worker runs a client on the soak's queue with the
-// probe handler, prints "ready" on stdout once started, and on SIGTERM (or
-// SIGINT) stops gracefully within --stop-budget and prints one "stop {json}"
-// line, its stopReport. A second signal stops it hard (StopAndCancel). When its
-// standard input closes (the orchestrator is gone) it stops the same way.
+// The worker process of a soak: Run starts it with Config.WorkerCommand, which
+// re-executes the weir binary (as `weir soak --worker --worker-name NAME
+// ...`, with the database URL in WEIR_DATABASE_URL) to call RunWorker. A
+// worker runs a client on the soak's queue with the probe handler, prints
+// "ready" on stdout once started, and on SIGTERM (or SIGINT) stops gracefully
+// within its stop budget and prints one "stop {json}" line, its stopReport. A
+// second signal stops it hard (StopAndCancel). When its standard input closes
+// (the orchestrator is gone) it stops the same way.
 
 import (
 	"context"
@@ -29,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 
@@ -228,49 +230,49 @@ func workerAppName(schema, name string) string { return workerAppPrefix(schema) 
 
 func workerAppPrefix(schema string) string { return "weir-soak:" + schema + ":w" }
 
-// runSoakWorker is the worker process. It returns when it has stopped.
-func runSoakWorker(ctx context.Context, e *env, f *soakFlags) error {
+// RunWorker is the worker process of cfg; stdin is the pipe the orchestrator
+// holds open. It returns when it has stopped.
+func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout, stderr io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("soak worker: %v", err)
+	}
 	// Its own channel, so that it sees the second signal too (main's context
 	// only sees the first).
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(signals)
 
-	url := e.getenv(envDatabaseURL)
-	if url == "" {
-		return usagef("soak: the worker needs %s", envDatabaseURL)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
-		return usagef("database URL does not parse: %s", redact(parseReason(err), url, ""))
+		return fmt.Errorf("database URL does not parse: %s", pgurl.Redact(pgurl.ParseReason(err), cfg.URL, ""))
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = workerAppName(f.schema, f.workerName)
-	cfg.MaxConns = int32(min(f.concurrency, 16) + 4)
+	pcfg.ConnConfig.RuntimeParams["application_name"] = workerAppName(cfg.Schema, cfg.Name)
+	pcfg.MaxConns = int32(min(cfg.Concurrency, 16) + 4)
 	startCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.NewWithConfig(startCtx, cfg)
+	pool, err := pgxpool.NewWithConfig(startCtx, pcfg)
 	if err != nil {
-		return fmt.Errorf("soak worker %s: %s", f.workerName, redact(err.Error(), url, cfg.ConnConfig.Password))
+		return fmt.Errorf("soak worker %s: %s", cfg.Name, pgurl.Redact(err.Error(), cfg.URL, pcfg.ConnConfig.Password))
 	}
 	// The pool is not closed: Close waits for connections in use, which an
 	// abandoned handler may hold. The process exits right after the stop.
-	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: f.schema})
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: cfg.Schema})
 	if err != nil {
 		return err
 	}
-	probe := newSoakProbe(pool, f.schema, f.workerName, f.jobTimeout)
+	probe := newSoakProbe(pool, cfg.Schema, cfg.Name, cfg.JobTimeout)
 	workers := weir.NewWorkers()
 	if err := weir.AddWorkerSafely[soakProbeArgs](workers, probe); err != nil {
 		return err
 	}
 	client, err := weir.NewClient(driver, &weir.Config{
-		ID:                 f.workerName,
+		ID:                 cfg.Name,
 		Workers:            workers,
-		Queues:             map[string]weir.QueueConfig{soakQueue: {MaxWorkers: f.concurrency}},
-		Logger:             slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		LeaseDuration:      f.lease,
-		HeartbeatInterval:  f.heartbeat,
-		RescueInterval:     f.rescue,
+		Queues:             map[string]weir.QueueConfig{soakQueue: {MaxWorkers: cfg.Concurrency}},
+		Logger:             slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		LeaseDuration:      cfg.Lease,
+		HeartbeatInterval:  cfg.Heartbeat,
+		RescueInterval:     cfg.Rescue,
 		FetchPollInterval:  200 * time.Millisecond,
 		RetryPolicy:        weir.ExponentialBackoff{Base: 100 * time.Millisecond, Max: 2 * time.Second},
 		CompletedRetention: -1,
@@ -281,14 +283,14 @@ func runSoakWorker(ctx context.Context, e *env, f *soakFlags) error {
 		return err
 	}
 	if err := client.Start(startCtx); err != nil {
-		return fmt.Errorf("soak worker %s: %s", f.workerName, redact(err.Error(), url, cfg.ConnConfig.Password))
+		return fmt.Errorf("soak worker %s: %s", cfg.Name, pgurl.Redact(err.Error(), cfg.URL, pcfg.ConnConfig.Password))
 	}
-	fmt.Fprintln(e.stdout, "ready")
+	fmt.Fprintln(stdout, "ready")
 
 	// The orchestrator holds our standard input open; EOF means it is gone.
 	orphaned := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
+		_, _ = io.Copy(io.Discard, stdin)
 		close(orphaned)
 	}()
 	select {
@@ -297,8 +299,8 @@ func runSoakWorker(ctx context.Context, e *env, f *soakFlags) error {
 	case <-orphaned:
 	}
 	received := time.Now()
-	probe.stopping(received.Add(f.stopBudget))
-	stopCtx, cancelStop := context.WithDeadline(context.Background(), received.Add(f.stopBudget))
+	probe.stopping(received.Add(cfg.StopBudget))
+	stopCtx, cancelStop := context.WithDeadline(context.Background(), received.Add(cfg.StopBudget))
 	defer cancelStop()
 	go func() { // a second signal stops hard; the goroutine ends with the process
 		select {
@@ -311,7 +313,7 @@ func runSoakWorker(ctx context.Context, e *env, f *soakFlags) error {
 	took := time.Since(received)
 	stats := client.Stats()
 	report := stopReport{
-		Budget: f.stopBudget, Took: took, Abandoned: probe.abandoned(),
+		Budget: cfg.StopBudget, Took: took, Abandoned: probe.abandoned(),
 		StaleWrites: stats.StaleWrites, LeasesLost: stats.LeasesLost, AbandonedOutcomes: stats.Abandoned,
 	}
 	if stopErr != nil {
@@ -322,6 +324,6 @@ func runSoakWorker(ctx context.Context, e *env, f *soakFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "stop %s\n", line)
+	fmt.Fprintf(stdout, "stop %s\n", line)
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package soak
 
 // The end checks of weir soak: pure functions over what the audit tables, the
 // worker processes and the fault schedule recorded. docs/reliability.md gives

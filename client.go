@@ -375,7 +375,7 @@ func (c *Client) InsertManySQLTx(ctx context.Context, tx *sql.Tx, params []Inser
 }
 
 // insert validates every job before it writes any, then writes them all or none.
-func (c *Client) insert(ctx context.Context, exec weirdriver.Executor, params []InsertManyParams) ([]*InsertResult, error) {
+func (c *Client) insert(ctx context.Context, exec weirdriver.Inserter, params []InsertManyParams) ([]*InsertResult, error) {
 	if len(params) == 0 {
 		return nil, invalidf("params", "no jobs to insert")
 	}
@@ -406,7 +406,7 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Executor, params []
 		if len(bulk) < bulkThreshold {
 			return c.insertStatement(ctx, exec, all, results)
 		}
-		tx, err := exec.Begin(ctx)
+		tx, err := exec.BeginInsert(ctx)
 		if err != nil {
 			return err
 		}
@@ -444,7 +444,7 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Executor, params []
 	return results, nil
 }
 
-func (c *Client) insertStatement(ctx context.Context, exec weirdriver.Executor, all []*weirdriver.JobInsertParams, results []*InsertResult) error {
+func (c *Client) insertStatement(ctx context.Context, exec weirdriver.Inserter, all []*weirdriver.JobInsertParams, results []*InsertResult) error {
 	idx := make([]int, len(all))
 	for i := range idx {
 		idx[i] = i
@@ -454,7 +454,7 @@ func (c *Client) insertStatement(ctx context.Context, exec weirdriver.Executor, 
 
 // insertStatementAt inserts all[idx...] with one statement. Jobs of the batch that
 // share a unique key are sent once; the later ones are duplicates of the first.
-func (c *Client) insertStatementAt(ctx context.Context, exec weirdriver.Executor, all []*weirdriver.JobInsertParams, idx []int, results []*InsertResult) error {
+func (c *Client) insertStatementAt(ctx context.Context, exec weirdriver.Inserter, all []*weirdriver.JobInsertParams, idx []int, results []*InsertResult) error {
 	var (
 		send   []*weirdriver.JobInsertParams
 		from   []int // index into all for each sent job

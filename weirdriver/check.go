@@ -1,6 +1,7 @@
 package weirdriver
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -52,6 +53,36 @@ func CheckFinalize(params []*JobFinalizeParams) error {
 			return fmt.Errorf("job %d appears twice in one batch", p.ID)
 		}
 		seen[p.ID] = true
+	}
+	return nil
+}
+
+// CheckRescue checks a rescue's params.
+func CheckRescue(p *JobRescueParams) error { return checkLimit(p.Limit) }
+
+// CheckSchedule checks a schedule pass's limit.
+func CheckSchedule(limit int) error { return checkLimit(limit) }
+
+// CheckPrune checks a prune's params.
+func CheckPrune(p *JobPruneParams) error { return checkLimit(p.Limit) }
+
+// checkLimit checks the most rows one maintenance statement may change.
+func checkLimit(limit int) error {
+	if limit < 1 {
+		return fmt.Errorf("limit %d is less than 1", limit)
+	}
+	return nil
+}
+
+// CheckLeaderElect checks an election's params.
+func CheckLeaderElect(p *LeaderElectParams) error {
+	switch {
+	case p.Name == "":
+		return errors.New("name is empty")
+	case p.LeaderID == "":
+		return errors.New("leader id is empty")
+	case p.TTL < time.Microsecond:
+		return fmt.Errorf("ttl %v is less than 1µs", p.TTL)
 	}
 	return nil
 }

@@ -23,9 +23,10 @@ type Driver interface {
 	Schema() string
 	// Executor runs each call on the driver's own connections.
 	Executor() Executor
-	// UnwrapTx runs calls inside the caller's open transaction. Each driver documents
-	// which transaction types it takes.
-	UnwrapTx(tx any) (Executor, error)
+	// UnwrapTx inserts jobs inside the caller's open transaction, which commits or
+	// rolls them back with the caller's own writes. Each driver documents which
+	// transaction types it takes.
+	UnwrapTx(tx any) (Inserter, error)
 	// Migrations lists every migration the driver knows, oldest first.
 	Migrations() []Migration
 	// Migrate applies (up) or reverts (down) the given migrations in one transaction
@@ -92,8 +93,9 @@ type MigrationState struct {
 	CountJobs func() (int64, error)
 }
 
-// Executor runs weir's statements, on a pool or inside a transaction.
-type Executor interface {
+// Inserter inserts jobs: all that runs inside a caller's transaction
+// (Driver.UnwrapTx). Executor has it too.
+type Inserter interface {
 	// JobInsert inserts jobs with one statement per call and returns them in order.
 	// A job whose unique key conflicts with an existing job's is not inserted; the
 	// existing job is returned with Duplicate set.
@@ -105,6 +107,21 @@ type Executor interface {
 	// commits; outside a transaction, soon (a driver may coalesce the
 	// notifications of concurrent callers).
 	NotifyInsert(ctx context.Context, queues []string) error
+	// BeginInsert starts a transaction, or a savepoint inside one, so that the
+	// inserts of one batch apply whole or not at all. On an Executor it is Begin.
+	BeginInsert(ctx context.Context) (InserterTx, error)
+}
+
+// InserterTx is an Inserter inside a transaction (or savepoint) it owns.
+type InserterTx interface {
+	Inserter
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// Executor runs weir's statements, on a pool or inside a transaction.
+type Executor interface {
+	Inserter
 
 	JobGet(ctx context.Context, id int64) (*weirtype.JobRow, error)
 	JobList(ctx context.Context, params *JobListParams) ([]*weirtype.JobRow, error)

@@ -182,6 +182,64 @@ func testTxRollbackLeavesNothing(t *testing.T, d weirdriver.Driver) {
 	}
 }
 
+// testInsertTxAllOrNothing: BeginInsert, the client's way to write a batch whole
+// or not at all, rolls back every insert of its transaction, and inside a
+// transaction opens a savepoint whose rollback leaves the rest.
+func testInsertTxAllOrNothing(t *testing.T, d weirdriver.Driver) {
+	var ins weirdriver.Inserter = d.Executor()
+	tx, err := ins.BeginInsert(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tx.JobInsert(ctx(t), []*weirdriver.JobInsertParams{params("k", "ins-tx", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk, err := tx.JobInsertBulk(ctx(t), []*weirdriver.JobInsertParams{params("k", "ins-tx", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.NotifyInsert(ctx(t), []string{"ins-tx"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{res[0].Job.ID, bulk[0].ID} {
+		if _, err := d.Executor().JobGet(ctx(t), id); !errors.Is(err, weirdriver.ErrNotFound) {
+			t.Fatalf("job %d after rollback: %v, want ErrNotFound", id, err)
+		}
+	}
+
+	outer, err := d.Executor().Begin(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Rollback(ctx(t)) //nolint:errcheck // a no-op after Commit
+	kept, err := outer.JobInsert(ctx(t), []*weirdriver.JobInsertParams{params("k", "ins-sp", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := outer.BeginInsert(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := sp.JobInsertBulk(ctx(t), []*weirdriver.JobInsertParams{params("k", "ins-sp", `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Rollback(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := outer.Commit(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	getJob(t, d, kept[0].Job.ID)
+	if _, err := d.Executor().JobGet(ctx(t), dropped[0].ID); !errors.Is(err, weirdriver.ErrNotFound) {
+		t.Fatalf("job of a rolled back savepoint: %v, want ErrNotFound", err)
+	}
+}
+
 // insertAt inserts a job into queue with the given priority and schedule.
 func insertAt(t *testing.T, d weirdriver.Driver, queue string, priority int, at time.Time) *weirtype.JobRow {
 	t.Helper()

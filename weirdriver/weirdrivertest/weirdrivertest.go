@@ -34,6 +34,7 @@ func Run(t *testing.T, setup Setup) {
 		{"InsertUnique", testInsertUnique},
 		{"InsertBulk", testInsertBulk},
 		{"TxRollbackLeavesNothing", testTxRollbackLeavesNothing},
+		{"InsertTxAllOrNothing", testInsertTxAllOrNothing},
 		{"GetNotFound", testGetNotFound},
 		{"ListFiltersAndPages", testListFiltersAndPages},
 		{"Cancel", testCancel},

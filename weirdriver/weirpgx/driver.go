@@ -93,8 +93,8 @@ func (d *Driver) Executor() weirdriver.Executor {
 
 // UnwrapTx implements weirdriver.Driver. It takes a pgx.Tx, or a *sql.Tx opened on
 // PostgreSQL (through pgx's stdlib adapter or any other PostgreSQL driver). Inside a
-// *sql.Tx only inserts are supported.
-func (d *Driver) UnwrapTx(tx any) (weirdriver.Executor, error) {
+// *sql.Tx the jobs are inserted with the one-statement path (no COPY).
+func (d *Driver) UnwrapTx(tx any) (weirdriver.Inserter, error) {
 	switch tx := tx.(type) {
 	case pgx.Tx:
 		if tx == nil {

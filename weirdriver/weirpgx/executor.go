@@ -51,6 +51,10 @@ func (e *executor) Begin(ctx context.Context) (weirdriver.ExecutorTx, error) {
 	return &executorTx{executor: executor{db: tx, q: e.q}, tx: tx}, nil
 }
 
+func (e *executor) BeginInsert(ctx context.Context) (weirdriver.InserterTx, error) {
+	return e.Begin(ctx)
+}
+
 // executorTx is an executor inside a transaction (or savepoint) it owns.
 type executorTx struct {
 	executor

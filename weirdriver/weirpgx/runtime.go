@@ -182,8 +182,8 @@ func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (
 
 func (e *executor) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams) (_ []*weirtype.JobRow, err error) {
 	defer func() { err = schemaErr(err) }()
-	if p.Limit < 1 {
-		return nil, fmt.Errorf("rescue jobs: limit %d is less than 1", p.Limit)
+	if err := weirdriver.CheckRescue(p); err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
 	msg := p.Error
 	if msg == "" {
@@ -199,8 +199,8 @@ func (e *executor) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams)
 
 func (e *executor) JobSchedule(ctx context.Context, limit int) (_ int, err error) {
 	defer func() { err = schemaErr(err) }()
-	if limit < 1 {
-		return 0, fmt.Errorf("schedule jobs: limit %d is less than 1", limit)
+	if err := weirdriver.CheckSchedule(limit); err != nil {
+		return 0, fmt.Errorf("schedule jobs: %w", err)
 	}
 	var promoted, queues int64
 	if err := e.db.QueryRow(ctx, e.q.jobSchedule, limit, e.q.insertChannel).Scan(&promoted, &queues); err != nil {
@@ -211,8 +211,8 @@ func (e *executor) JobSchedule(ctx context.Context, limit int) (_ int, err error
 
 func (e *executor) JobPrune(ctx context.Context, p *weirdriver.JobPruneParams) (_ int, err error) {
 	defer func() { err = schemaErr(err) }()
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("prune jobs: limit %d is less than 1", p.Limit)
+	if err := weirdriver.CheckPrune(p); err != nil {
+		return 0, fmt.Errorf("prune jobs: %w", err)
 	}
 	var latest time.Time
 	cutoff := func(t time.Time) *time.Time {
@@ -237,13 +237,8 @@ func (e *executor) JobPrune(ctx context.Context, p *weirdriver.JobPruneParams) (
 
 func (e *executor) LeaderElect(ctx context.Context, p *weirdriver.LeaderElectParams) (_ bool, err error) {
 	defer func() { err = schemaErr(err) }()
-	switch {
-	case p.Name == "":
-		return false, errors.New("elect leader: name is empty")
-	case p.LeaderID == "":
-		return false, errors.New("elect leader: leader id is empty")
-	case p.TTL < time.Microsecond:
-		return false, fmt.Errorf("elect leader: ttl %v is less than 1µs", p.TTL)
+	if err := weirdriver.CheckLeaderElect(p); err != nil {
+		return false, fmt.Errorf("elect leader: %w", err)
 	}
 	var leader string
 	err = e.db.QueryRow(ctx, e.q.leaderElect, p.Name, p.LeaderID, p.TTL.Microseconds()).Scan(&leader)

@@ -3,16 +3,11 @@ package weirpgx
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
-
-// errSQLTx is returned by the operations that a *sql.Tx executor does not offer.
-var errSQLTx = errors.New("weirpgx: only inserts run inside a *sql.Tx; use a pgx.Tx or the client")
 
 // sqlExecutor inserts jobs inside a caller's database/sql transaction.
 type sqlExecutor struct {
@@ -52,27 +47,8 @@ func (e *sqlExecutor) NotifyInsert(ctx context.Context, queues []string) error {
 	return nil
 }
 
-func (e *sqlExecutor) JobGet(context.Context, int64) (*weirtype.JobRow, error) { return nil, errSQLTx }
-func (e *sqlExecutor) JobList(context.Context, *weirdriver.JobListParams) ([]*weirtype.JobRow, error) {
-	return nil, errSQLTx
-}
-func (e *sqlExecutor) JobCancel(context.Context, int64) (*weirtype.JobRow, error) {
-	return nil, errSQLTx
-}
-func (e *sqlExecutor) JobRetry(context.Context, int64) (*weirtype.JobRow, error) {
-	return nil, errSQLTx
-}
-func (e *sqlExecutor) JobDelete(context.Context, int64) (*weirtype.JobRow, error) {
-	return nil, errSQLTx
-}
-func (e *sqlExecutor) QueuePause(context.Context, string) error  { return errSQLTx }
-func (e *sqlExecutor) QueueResume(context.Context, string) error { return errSQLTx }
-func (e *sqlExecutor) QueueList(context.Context) ([]*weirdriver.QueueStats, error) {
-	return nil, errSQLTx
-}
-
-// Begin opens a savepoint in the caller's transaction.
-func (e *sqlExecutor) Begin(ctx context.Context) (weirdriver.ExecutorTx, error) {
+// BeginInsert opens a savepoint in the caller's transaction.
+func (e *sqlExecutor) BeginInsert(ctx context.Context) (weirdriver.InserterTx, error) {
 	if _, err := e.tx.ExecContext(ctx, "SAVEPOINT weir_insert"); err != nil {
 		return nil, fmt.Errorf("begin savepoint: %w", err)
 	}
@@ -101,30 +77,4 @@ func (s *sqlSavepoint) Rollback(ctx context.Context) error {
 	s.done = true
 	_, err := s.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT weir_insert")
 	return err
-}
-
-// The worker runtime's statements run on the driver's pool or in a pgx.Tx.
-
-func (e *sqlExecutor) JobClaim(context.Context, *weirdriver.JobClaimParams) ([]*weirtype.JobRow, error) {
-	return nil, errSQLTx
-}
-func (e *sqlExecutor) JobFinalize(context.Context, []*weirdriver.JobFinalizeParams) ([]bool, error) {
-	return nil, errSQLTx
-}
-func (e *sqlExecutor) JobRenew(context.Context, *weirdriver.JobRenewParams) (*weirdriver.JobRenewResult, error) {
-	return nil, errSQLTx
-}
-func (e *sqlExecutor) JobRescue(context.Context, *weirdriver.JobRescueParams) ([]*weirtype.JobRow, error) {
-	return nil, errSQLTx
-}
-func (e *sqlExecutor) JobSchedule(context.Context, int) (int, error) { return 0, errSQLTx }
-func (e *sqlExecutor) JobPrune(context.Context, *weirdriver.JobPruneParams) (int, error) {
-	return 0, errSQLTx
-}
-func (e *sqlExecutor) LeaderElect(context.Context, *weirdriver.LeaderElectParams) (bool, error) {
-	return false, errSQLTx
-}
-func (e *sqlExecutor) LeaderResign(context.Context, string, string) error { return errSQLTx }
-func (e *sqlExecutor) LeaderGet(context.Context, string) (string, time.Time, error) {
-	return "", time.Time{}, errSQLTx
 }

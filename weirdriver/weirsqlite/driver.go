@@ -203,10 +203,10 @@ func (d *Driver) Schema() string { return "main" }
 func (d *Driver) Executor() weirdriver.Executor { return &executor{d: d} }
 
 // UnwrapTx implements weirdriver.Driver. It takes a *sql.Tx opened on this
-// database, best on DB(). Inside it only inserts run (JobInsert, JobInsertBulk,
-// Begin for a savepoint); they wake no workers, which find the jobs by polling,
-// since the driver cannot see the caller's commit.
-func (d *Driver) UnwrapTx(tx any) (weirdriver.Executor, error) {
+// database, best on DB(). The jobs it inserts wake no workers (NotifyInsert does
+// nothing), which find them by polling, since the driver cannot see the caller's
+// commit.
+func (d *Driver) UnwrapTx(tx any) (weirdriver.Inserter, error) {
 	switch tx := tx.(type) {
 	case *sql.Tx:
 		if tx == nil {

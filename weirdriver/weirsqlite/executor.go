@@ -21,9 +21,6 @@ import (
 	"github.com/weirq/weir/weirtype"
 )
 
-// errSQLTx is returned by the operations that a caller's *sql.Tx does not offer.
-var errSQLTx = errors.New("weirsqlite: only inserts run inside a caller's *sql.Tx; use the client or Executor().Begin")
-
 // queryer is what *sql.DB and *sql.Tx have in common.
 type queryer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -32,7 +29,9 @@ type queryer interface {
 	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 }
 
-// executor runs statements on the driver's connections, or inside a transaction.
+// executor runs statements on the driver's connections, or inside a transaction:
+// one of its own (Begin), or a caller's (UnwrapTx), where it serves only as a
+// weirdriver.Inserter.
 type executor struct {
 	d  *Driver
 	tx *txn // nil: each call runs in a transaction of its own
@@ -97,9 +96,8 @@ func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 // write runs fn as one all-or-nothing write. On the driver's connections it is a
 // BEGIN IMMEDIATE transaction that commits and then publishes fn's notifications;
 // inside a transaction it is a savepoint, and the notifications wait for the
-// outermost commit (or are dropped in a caller's transaction). insertOnly marks
-// the calls that a caller's transaction accepts.
-func (e *executor) write(ctx context.Context, insertOnly bool, fn func(w *write) error) error {
+// outermost commit (or are dropped in a caller's transaction).
+func (e *executor) write(ctx context.Context, fn func(w *write) error) error {
 	if e.tx == nil {
 		if err := e.d.takeTurn(ctx); err != nil {
 			return fmt.Errorf("begin: %w", err)
@@ -115,9 +113,6 @@ func (e *executor) write(ctx context.Context, insertOnly bool, fn func(w *write)
 			return err
 		}
 		return e.d.commit(tx, w.notes)
-	}
-	if !e.tx.owned && !insertOnly {
-		return errSQLTx
 	}
 	if e.tx.done {
 		return sql.ErrTxDone
@@ -154,14 +149,11 @@ func (d *Driver) commit(tx *sql.Tx, notes []weirdriver.Notification) error {
 }
 
 // reader returns where reads run: the read pool, or the executor's transaction.
-func (e *executor) reader() (queryer, error) {
+func (e *executor) reader() queryer {
 	if e.tx == nil {
-		return e.d.reader, nil
+		return e.d.reader
 	}
-	if !e.tx.owned {
-		return nil, errSQLTx
-	}
-	return e.tx.tx, nil
+	return e.tx.tx
 }
 
 // Begin starts a transaction that holds the write connection until it ends, or a
@@ -194,6 +186,10 @@ func (e *executor) Begin(ctx context.Context) (weirdriver.ExecutorTx, error) {
 		return nil, fmt.Errorf("begin savepoint: %w", err)
 	}
 	return &executorTx{executor{d: e.d, tx: sp}}, nil
+}
+
+func (e *executor) BeginInsert(ctx context.Context) (weirdriver.InserterTx, error) {
+	return e.Begin(ctx)
 }
 
 // executorTx is an executor inside a transaction (or savepoint) it owns.
@@ -245,7 +241,7 @@ func (e *executor) JobInsert(ctx context.Context, params []*weirdriver.JobInsert
 		return []weirdriver.JobInsertResult{}, nil
 	}
 	var results []weirdriver.JobInsertResult
-	err = e.write(ctx, true, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		var err error
 		results, err = insertUnique(ctx, w, params)
 		if err != nil {
@@ -284,7 +280,7 @@ func (e *executor) JobInsertBulk(ctx context.Context, params []*weirdriver.JobIn
 		}
 	}
 	var jobs []*weirtype.JobRow
-	err = e.write(ctx, true, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		var err error
 		jobs, err = insertRows(ctx, w, params)
 		return err
@@ -319,10 +315,7 @@ func (e *executor) NotifyInsert(ctx context.Context, queues []string) error {
 
 func (e *executor) JobGet(ctx context.Context, id int64) (_ *weirtype.JobRow, err error) {
 	defer func() { err = schemaErr(err) }()
-	q, err := e.reader()
-	if err != nil {
-		return nil, err
-	}
+	q := e.reader()
 	rows, err := q.QueryContext(ctx, jobGet, id)
 	if err != nil {
 		return nil, fmt.Errorf("get job %d: %w", id, err)
@@ -342,10 +335,7 @@ func (e *executor) JobList(ctx context.Context, p *weirdriver.JobListParams) (_ 
 	if p.Limit < 0 {
 		return nil, fmt.Errorf("list jobs: limit %d is negative", p.Limit)
 	}
-	q, err := e.reader()
-	if err != nil {
-		return nil, err
-	}
+	q := e.reader()
 	query, args := listQuery(p)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -437,7 +427,7 @@ func (e *executor) JobDelete(ctx context.Context, id int64) (*weirtype.JobRow, e
 func (e *executor) changeJob(ctx context.Context, what string, id int64, query string, withNow bool, then func(*write, *weirtype.JobRow)) (_ *weirtype.JobRow, err error) {
 	defer func() { err = schemaErr(err) }()
 	var job *weirtype.JobRow
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		args := []any{id}
 		if withNow {
 			args = append(args, w.now)
@@ -480,10 +470,7 @@ func (e *executor) changeJob(ctx context.Context, what string, id int64, query s
 
 func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, err error) {
 	defer func() { err = schemaErr(err) }()
-	q, err := e.reader()
-	if err != nil {
-		return nil, err
-	}
+	q := e.reader()
 	rows, err := q.QueryContext(ctx, queueList)
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
@@ -515,7 +502,7 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 
 func (e *executor) QueuePause(ctx context.Context, name string) (err error) {
 	defer func() { err = schemaErr(err) }()
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		if _, err := w.q.ExecContext(ctx, queuePause, name, w.now); err != nil {
 			return err
 		}
@@ -530,7 +517,7 @@ func (e *executor) QueuePause(ctx context.Context, name string) (err error) {
 
 func (e *executor) QueueResume(ctx context.Context, name string) (err error) {
 	defer func() { err = schemaErr(err) }()
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		res, err := w.q.ExecContext(ctx, queueResume, name, w.now)
 		if err != nil {
 			return err

@@ -29,7 +29,7 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	var jobs []*weirtype.JobRow
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		rows, err := w.q.QueryContext(ctx, jobClaim, p.Queue, p.Max, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
 		if err != nil {
 			return err
@@ -56,7 +56,7 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		return nil, fmt.Errorf("finalize jobs: %w", err)
 	}
 	applied := make([]bool, len(params))
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		var queues []string
 		stmt, err := w.q.PrepareContext(ctx, jobFinalize)
 		if err != nil {
@@ -113,7 +113,7 @@ func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		*res = weirdriver.JobRenewResult{}
 		stmt, err := w.q.PrepareContext(ctx, jobRenew)
 		if err != nil {
@@ -146,15 +146,15 @@ func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (
 
 func (e *executor) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams) (_ []*weirtype.JobRow, err error) {
 	defer func() { err = schemaErr(err) }()
-	if p.Limit < 1 {
-		return nil, fmt.Errorf("rescue jobs: limit %d is less than 1", p.Limit)
+	if err := weirdriver.CheckRescue(p); err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
 	msg := p.Error
 	if msg == "" {
 		msg = weirdriver.DefaultRescueError
 	}
 	var jobs []*weirtype.JobRow
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		rows, err := w.q.QueryContext(ctx, jobRescue, p.Limit, w.now, errorTime(w.now), msg)
 		if err != nil {
 			return err
@@ -171,11 +171,11 @@ func (e *executor) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams)
 
 func (e *executor) JobSchedule(ctx context.Context, limit int) (_ int, err error) {
 	defer func() { err = schemaErr(err) }()
-	if limit < 1 {
-		return 0, fmt.Errorf("schedule jobs: limit %d is less than 1", limit)
+	if err := weirdriver.CheckSchedule(limit); err != nil {
+		return 0, fmt.Errorf("schedule jobs: %w", err)
 	}
 	promoted := 0
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		rows, err := w.q.QueryContext(ctx, jobSchedule, limit, w.now)
 		if err != nil {
 			return err
@@ -205,8 +205,8 @@ func (e *executor) JobSchedule(ctx context.Context, limit int) (_ int, err error
 
 func (e *executor) JobPrune(ctx context.Context, p *weirdriver.JobPruneParams) (_ int, err error) {
 	defer func() { err = schemaErr(err) }()
-	if p.Limit < 1 {
-		return 0, fmt.Errorf("prune jobs: limit %d is less than 1", p.Limit)
+	if err := weirdriver.CheckPrune(p); err != nil {
+		return 0, fmt.Errorf("prune jobs: %w", err)
 	}
 	var latest int64
 	some := false
@@ -225,7 +225,7 @@ func (e *executor) JobPrune(ctx context.Context, p *weirdriver.JobPruneParams) (
 		return 0, nil
 	}
 	var n int64
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		res, err := w.q.ExecContext(ctx, jobPrune, completed, cancelled, discarded, latest, p.Limit)
 		if err != nil {
 			return err
@@ -241,16 +241,11 @@ func (e *executor) JobPrune(ctx context.Context, p *weirdriver.JobPruneParams) (
 
 func (e *executor) LeaderElect(ctx context.Context, p *weirdriver.LeaderElectParams) (_ bool, err error) {
 	defer func() { err = schemaErr(err) }()
-	switch {
-	case p.Name == "":
-		return false, errors.New("elect leader: name is empty")
-	case p.LeaderID == "":
-		return false, errors.New("elect leader: leader id is empty")
-	case p.TTL < time.Microsecond:
-		return false, fmt.Errorf("elect leader: ttl %v is less than 1µs", p.TTL)
+	if err := weirdriver.CheckLeaderElect(p); err != nil {
+		return false, fmt.Errorf("elect leader: %w", err)
 	}
 	var leader string
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		err := w.q.QueryRowContext(ctx, leaderElect, p.Name, p.LeaderID, w.now, w.now+p.TTL.Microseconds()).Scan(&leader)
 		if errors.Is(err, sql.ErrNoRows) {
 			leader = ""
@@ -266,7 +261,7 @@ func (e *executor) LeaderElect(ctx context.Context, p *weirdriver.LeaderElectPar
 
 func (e *executor) LeaderResign(ctx context.Context, name, leaderID string) (err error) {
 	defer func() { err = schemaErr(err) }()
-	err = e.write(ctx, false, func(w *write) error {
+	err = e.write(ctx, func(w *write) error {
 		_, err := w.q.ExecContext(ctx, leaderResign, name, leaderID)
 		return err
 	})
@@ -278,10 +273,7 @@ func (e *executor) LeaderResign(ctx context.Context, name, leaderID string) (err
 
 func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time.Time, err error) {
 	defer func() { err = schemaErr(err) }()
-	q, err := e.reader()
-	if err != nil {
-		return "", time.Time{}, err
-	}
+	q := e.reader()
 	var (
 		leader  string
 		expires int64

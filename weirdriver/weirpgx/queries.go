@@ -6,12 +6,142 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// The driver's statements are the constants below, written with placeholders that
+// fill replaces for the driver's schema: {job}, {queue}, {leader}, {seq},
+// {state_bit} and {args_key} name weir's table, sequence and functions there,
+// qualified; {cols} is jobColumns; {eff} and {due} are fragments of the runtime's
+// finalize (runtime_queries.go).
+
 // jobColumns is the select list every job query returns, in the order scanJob reads.
 // Tags come back as JSON so that the same scan serves pgx and database/sql.
 const jobColumns = `id, state, queue, kind, args, priority, attempt, max_attempts,
 	scheduled_at, created_at, attempted_at, finalized_at, lease_token, lease_expires_at,
 	attempted_by, errors, to_jsonb(tags), metadata, unique_key, unique_states,
 	release_count, cancel_requested_at`
+
+// jobInsertQuietSQL inserts every job in one statement and skips those whose
+// unique key is taken, returning the holder instead. It serves inserts that
+// commit on their own and leave notifying to the notifier. $1 is a JSON array of
+// jobs (insertInput). Returns jobColumns and whether the row is a duplicate, in
+// input order.
+const jobInsertQuietSQL = `
+WITH input AS (
+	SELECT x.*, CASE WHEN x.scheduled_at > now() THEN 'scheduled' ELSE 'available' END AS state
+	FROM jsonb_to_recordset($1::jsonb) AS x(
+		ord integer, kind text, queue text, args jsonb, priority smallint,
+		max_attempts smallint, scheduled_at timestamptz, tags text[], metadata jsonb,
+		unique_key text, unique_states smallint, unique_by_args boolean)
+),
+inserted AS (
+	INSERT INTO {job} (state, queue, kind, args, priority, max_attempts, scheduled_at,
+		tags, metadata, unique_key, unique_states)
+	SELECT state, queue, kind, args, priority, max_attempts, coalesce(scheduled_at, now()),
+		coalesce(tags, '{}'), coalesce(metadata, '{}'),
+		CASE WHEN unique_by_args THEN {args_key}(decode(unique_key, 'hex'), args)
+			ELSE decode(unique_key, 'hex') END,
+		unique_states
+	FROM input
+	ORDER BY ord
+	ON CONFLICT (unique_key)
+		WHERE unique_key IS NOT NULL AND (unique_states & {state_bit}(state)) <> 0
+		DO UPDATE SET kind = EXCLUDED.kind
+	RETURNING *, xmax <> 0 AS duplicate
+)
+SELECT {cols}, duplicate
+FROM inserted`
+
+// jobInsertSQL is jobInsertQuietSQL that also queues a notification per queue
+// with new available jobs, delivered at commit. $1 the jobs, $2 the insert
+// channel. Returns what jobInsertQuietSQL does.
+const jobInsertSQL = jobInsertQuietSQL + `
+WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END`
+
+// jobIDsSQL reserves ids for a bulk insert, which takes them and the
+// transaction's clock first, then copies. $1 how many. Returns now() and the ids.
+const jobIDsSQL = `SELECT now(), array(SELECT nextval('{seq}') FROM generate_series(1, $1::integer))`
+
+// notifyInsertSQL sends one notification per queue, at commit. $1 the insert
+// channel, $2 the queues. Returns how many it sent.
+const notifyInsertSQL = `SELECT count(pg_notify($1, q)) FROM unnest($2::text[]) AS q`
+
+// notifyAsyncSQL is the notifier's notifyInsertSQL, a transaction of its own that
+// writes nothing durable: its commit need not wait for a WAL flush
+// (set_config(..., true) lasts until the statement's implicit transaction ends,
+// after its commit record is written). Parameters and result as notifyInsertSQL's.
+const notifyAsyncSQL = `SELECT set_config('synchronous_commit', 'off', true), count(pg_notify($1, q))
+FROM unnest($2::text[]) AS q`
+
+// jobGetSQL returns the jobColumns of job $1.
+const jobGetSQL = `SELECT {cols} FROM {job} WHERE id = $1`
+
+// jobStateSQL returns the state of job $1.
+const jobStateSQL = `SELECT state FROM {job} WHERE id = $1`
+
+// jobCancelSQL cancels job $1: a job that is not running ends at once; a running
+// job keeps its lease and gets a cancel request that its client acts on, sent on
+// $2, the control channel. Returns the job's jobColumns afterwards, or no row
+// when the job is missing or final.
+const jobCancelSQL = `
+WITH updated AS (
+	UPDATE {job} SET
+		state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+		finalized_at = CASE WHEN state = 'running' THEN NULL ELSE now() END,
+		cancel_requested_at = CASE WHEN state = 'running' THEN coalesce(cancel_requested_at, now()) END
+	WHERE id = $1 AND state NOT IN ('completed', 'cancelled', 'discarded')
+	RETURNING *
+)
+SELECT {cols} FROM updated
+WHERE CASE WHEN state = 'running' THEN pg_notify($2, 'cancel ' || id) IS NOT NULL ELSE true END`
+
+// jobRetrySQL makes job $1, when it is not running, available now, with one more
+// attempt allowed if it had used them all, and notifies its queue on $2, the
+// insert channel. Returns the job's jobColumns afterwards, or no row when the job
+// is missing or running.
+const jobRetrySQL = `
+WITH updated AS (
+	UPDATE {job} SET
+		state = 'available',
+		scheduled_at = now(),
+		finalized_at = NULL,
+		cancel_requested_at = NULL,
+		max_attempts = greatest(max_attempts, attempt + 1)
+	WHERE id = $1 AND state <> 'running'
+	RETURNING *
+)
+SELECT {cols} FROM updated WHERE pg_notify($2, queue) IS NOT NULL`
+
+// jobDeleteSQL deletes job $1 when it is not running. Returns its jobColumns, or
+// no row when the job is missing or running.
+const jobDeleteSQL = `DELETE FROM {job} WHERE id = $1 AND state <> 'running' RETURNING {cols}`
+
+// queueListSQL counts jobs by queue and state, and lists paused queues without
+// jobs (state NULL). Returns name, state, count and paused, ordered by name and
+// state.
+const queueListSQL = `
+SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), p.paused_at IS NOT NULL
+FROM (SELECT queue, state, count(*) AS n FROM {job} GROUP BY queue, state) AS c
+FULL JOIN (SELECT name, paused_at FROM {queue} WHERE paused_at IS NOT NULL) AS p ON p.name = c.queue
+ORDER BY 1, 2`
+
+// queuePauseSQL pauses queue $1, keeping the time of an earlier pause, and sends
+// "pause <name>" on $2, the control channel.
+const queuePauseSQL = `
+WITH paused AS (
+	INSERT INTO {queue} AS q (name, paused_at) VALUES ($1, now())
+	ON CONFLICT (name) DO UPDATE SET paused_at = coalesce(q.paused_at, now()), updated_at = now()
+	RETURNING name
+)
+SELECT pg_notify($2, 'pause ' || name) IS NOT NULL FROM paused`
+
+// queueResumeSQL resumes queue $1 when it is paused and notifies $2, the insert
+// channel, so that the queue's workers wake.
+const queueResumeSQL = `
+WITH resumed AS (
+	UPDATE {queue} SET paused_at = NULL, updated_at = now()
+	WHERE name = $1 AND paused_at IS NOT NULL
+	RETURNING name
+)
+SELECT pg_notify($2, name) IS NOT NULL FROM resumed`
 
 // queries holds the driver's statements with the schema filled in.
 type queries struct {
@@ -38,120 +168,43 @@ type queries struct {
 }
 
 func newQueries(schema string) *queries {
-	q := &queries{
+	fill := filler(schema)
+	return &queries{
 		schema:         schema,
 		job:            pgx.Identifier{schema, "weir_job"}.Sanitize(),
 		insertChannel:  schema + ".weir_insert",
 		controlChannel: schema + ".weir_control",
-		runtimeQueries: newRuntimeQueries(schema),
+
+		jobInsert:      fill(jobInsertSQL),
+		jobIDs:         fill(jobIDsSQL),
+		notifyInsert:   fill(notifyInsertSQL),
+		notifyAsync:    fill(notifyAsyncSQL),
+		jobInsertQuiet: fill(jobInsertQuietSQL),
+		jobGet:         fill(jobGetSQL),
+		jobCancel:      fill(jobCancelSQL),
+		jobRetry:       fill(jobRetrySQL),
+		jobDelete:      fill(jobDeleteSQL),
+		jobState:       fill(jobStateSQL),
+		queueList:      fill(queueListSQL),
+		queuePause:     fill(queuePauseSQL),
+		queueResume:    fill(queueResumeSQL),
+
+		runtimeQueries: newRuntimeQueries(fill),
 	}
-	fill := func(s string) string {
-		return strings.NewReplacer(
-			"{job}", q.job,
-			"{queue}", pgx.Identifier{schema, "weir_queue"}.Sanitize(),
-			"{seq}", pgx.Identifier{schema, "weir_job_id_seq"}.Sanitize(),
-			"{state_bit}", pgx.Identifier{schema, "weir_state_bit"}.Sanitize(),
-			"{args_key}", pgx.Identifier{schema, "weir_unique_args_key"}.Sanitize(),
-			"{cols}", jobColumns,
-		).Replace(s)
-	}
+}
 
-	// One statement inserts every job and skips those whose unique key is taken
-	// (returning the holder instead). $1 is a JSON array of jobs. jobInsertQuiet
-	// is it alone, for inserts that commit on their own and leave notifying to
-	// the notifier; jobInsert also queues a notification per queue with new
-	// available jobs, delivered at commit, with $2 the channel.
-	q.jobInsertQuiet = fill(`
-WITH input AS (
-	SELECT x.*, CASE WHEN x.scheduled_at > now() THEN 'scheduled' ELSE 'available' END AS state
-	FROM jsonb_to_recordset($1::jsonb) AS x(
-		ord integer, kind text, queue text, args jsonb, priority smallint,
-		max_attempts smallint, scheduled_at timestamptz, tags text[], metadata jsonb,
-		unique_key text, unique_states smallint, unique_by_args boolean)
-),
-inserted AS (
-	INSERT INTO {job} (state, queue, kind, args, priority, max_attempts, scheduled_at,
-		tags, metadata, unique_key, unique_states)
-	SELECT state, queue, kind, args, priority, max_attempts, coalesce(scheduled_at, now()),
-		coalesce(tags, '{}'), coalesce(metadata, '{}'),
-		CASE WHEN unique_by_args THEN {args_key}(decode(unique_key, 'hex'), args)
-			ELSE decode(unique_key, 'hex') END,
-		unique_states
-	FROM input
-	ORDER BY ord
-	ON CONFLICT (unique_key)
-		WHERE unique_key IS NOT NULL AND (unique_states & {state_bit}(state)) <> 0
-		DO UPDATE SET kind = EXCLUDED.kind
-	RETURNING *, xmax <> 0 AS duplicate
-)
-SELECT {cols}, duplicate
-FROM inserted`)
-	q.jobInsert = q.jobInsertQuiet + `
-WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END`
-
-	// Bulk inserts take their ids and the transaction's clock first, then COPY.
-	q.jobIDs = fill(`SELECT now(), array(SELECT nextval('{seq}') FROM generate_series(1, $1::integer))`)
-	q.notifyInsert = `SELECT count(pg_notify($1, q)) FROM unnest($2::text[]) AS q`
-	// The notifier's statement, a transaction of its own that writes nothing
-	// durable: its commit need not wait for a WAL flush (set_config(..., true)
-	// lasts until the statement's implicit transaction ends, after its commit
-	// record is written).
-	q.notifyAsync = `SELECT set_config('synchronous_commit', 'off', true), count(pg_notify($1, q))
-FROM unnest($2::text[]) AS q`
-
-	q.jobGet = fill(`SELECT {cols} FROM {job} WHERE id = $1`)
-	q.jobState = fill(`SELECT state FROM {job} WHERE id = $1`)
-
-	// Cancel: a job that is not running ends at once; a running job keeps its lease
-	// and gets a cancel request that its client acts on.
-	q.jobCancel = fill(`
-WITH updated AS (
-	UPDATE {job} SET
-		state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
-		finalized_at = CASE WHEN state = 'running' THEN NULL ELSE now() END,
-		cancel_requested_at = CASE WHEN state = 'running' THEN coalesce(cancel_requested_at, now()) END
-	WHERE id = $1 AND state NOT IN ('completed', 'cancelled', 'discarded')
-	RETURNING *
-)
-SELECT {cols} FROM updated
-WHERE CASE WHEN state = 'running' THEN pg_notify($2, 'cancel ' || id) IS NOT NULL ELSE true END`)
-
-	// Retry: a job that is not running becomes available now, with one more attempt
-	// allowed if it had used them all.
-	q.jobRetry = fill(`
-WITH updated AS (
-	UPDATE {job} SET
-		state = 'available',
-		scheduled_at = now(),
-		finalized_at = NULL,
-		cancel_requested_at = NULL,
-		max_attempts = greatest(max_attempts, attempt + 1)
-	WHERE id = $1 AND state <> 'running'
-	RETURNING *
-)
-SELECT {cols} FROM updated WHERE pg_notify($2, queue) IS NOT NULL`)
-
-	q.jobDelete = fill(`DELETE FROM {job} WHERE id = $1 AND state <> 'running' RETURNING {cols}`)
-	// Queues with jobs, by state, plus paused queues without jobs (state NULL).
-	q.queueList = fill(`
-SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), p.paused_at IS NOT NULL
-FROM (SELECT queue, state, count(*) AS n FROM {job} GROUP BY queue, state) AS c
-FULL JOIN (SELECT name, paused_at FROM {queue} WHERE paused_at IS NOT NULL) AS p ON p.name = c.queue
-ORDER BY 1, 2`)
-	q.queuePause = fill(`
-WITH paused AS (
-	INSERT INTO {queue} AS q (name, paused_at) VALUES ($1, now())
-	ON CONFLICT (name) DO UPDATE SET paused_at = coalesce(q.paused_at, now()), updated_at = now()
-	RETURNING name
-)
-SELECT pg_notify($2, 'pause ' || name) IS NOT NULL FROM paused`)
-	// Resuming notifies the insert channel, so that workers of the queue wake.
-	q.queueResume = fill(`
-WITH resumed AS (
-	UPDATE {queue} SET paused_at = NULL, updated_at = now()
-	WHERE name = $1 AND paused_at IS NOT NULL
-	RETURNING name
-)
-SELECT pg_notify($2, name) IS NOT NULL FROM resumed`)
-	return q
+// filler returns the function that fills a statement's placeholders for schema.
+func filler(schema string) func(string) string {
+	ident := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	return strings.NewReplacer(
+		"{job}", ident("weir_job"),
+		"{queue}", ident("weir_queue"),
+		"{leader}", ident("weir_leader"),
+		"{seq}", ident("weir_job_id_seq"),
+		"{state_bit}", ident("weir_state_bit"),
+		"{args_key}", ident("weir_unique_args_key"),
+		"{cols}", jobColumns,
+		"{eff}", effectiveOutcome,
+		"{due}", dueAt,
+	).Replace
 }

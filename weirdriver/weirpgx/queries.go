@@ -6,11 +6,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The driver's statements are the constants below, written with placeholders that
-// fill replaces for the driver's schema: {job}, {queue}, {leader}, {seq},
-// {state_bit} and {args_key} name weir's table, sequence and functions there,
-// qualified; {cols} is jobColumns; {eff} and {due} are fragments of the runtime's
-// finalize (runtime_queries.go).
+// The driver's statements are the constants below, in runtime_queries.go and in
+// migrate.go, written with placeholders that filler replaces for the driver's
+// schema: {schema} is the schema; {job}, {queue}, {leader}, {migration}, {seq},
+// {state_bit} and {args_key} name weir's tables, sequence and functions there,
+// qualified; {cols} is jobColumns; {eff} and {due} are fragments of the
+// runtime's finalize.
 
 // jobColumns is the select list every job query returns, in the order scanJob reads.
 // Tags come back as JSON so that the same scan serves pgx and database/sql.
@@ -147,6 +148,7 @@ SELECT pg_notify($2, name) IS NOT NULL FROM resumed`
 type queries struct {
 	schema         string
 	job            string // the job table, qualified
+	migration      string // the migration table, qualified
 	insertChannel  string
 	controlChannel string
 
@@ -165,6 +167,7 @@ type queries struct {
 	queueResume    string
 
 	runtimeQueries
+	migrationQueries
 }
 
 func newQueries(schema string) *queries {
@@ -172,6 +175,7 @@ func newQueries(schema string) *queries {
 	return &queries{
 		schema:         schema,
 		job:            pgx.Identifier{schema, "weir_job"}.Sanitize(),
+		migration:      pgx.Identifier{schema, "weir_migration"}.Sanitize(),
 		insertChannel:  schema + ".weir_insert",
 		controlChannel: schema + ".weir_control",
 
@@ -189,7 +193,8 @@ func newQueries(schema string) *queries {
 		queuePause:     fill(queuePauseSQL),
 		queueResume:    fill(queueResumeSQL),
 
-		runtimeQueries: newRuntimeQueries(fill),
+		runtimeQueries:   newRuntimeQueries(fill),
+		migrationQueries: newMigrationQueries(fill),
 	}
 }
 
@@ -197,9 +202,11 @@ func newQueries(schema string) *queries {
 func filler(schema string) func(string) string {
 	ident := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	return strings.NewReplacer(
+		"{schema}", pgx.Identifier{schema}.Sanitize(),
 		"{job}", ident("weir_job"),
 		"{queue}", ident("weir_queue"),
 		"{leader}", ident("weir_leader"),
+		"{migration}", ident("weir_migration"),
 		"{seq}", ident("weir_job_id_seq"),
 		"{state_bit}", ident("weir_state_bit"),
 		"{args_key}", ident("weir_unique_args_key"),

@@ -29,13 +29,9 @@ type Driver interface {
 	UnwrapTx(tx any) (Inserter, error)
 	// Migrations lists every migration the driver knows, oldest first.
 	Migrations() []Migration
-	// Migrate applies (up) or reverts (down) the given migrations in one transaction
-	// under a lock, so that concurrent migrators wait for each other and a failure
-	// changes nothing. The function is called under the lock with what the
-	// database holds and returns the migrations to run. Applying a migration
-	// records it with its Compatible mark once the migration table has the
-	// column for it (see Migration.Compatible).
-	Migrate(ctx context.Context, direction Direction, plan func(state *MigrationState) ([]Migration, error)) ([]Migration, error)
+	// MigrationBegin starts a migration: a transaction holding the migration lock
+	// (see MigrationTx). It waits while another migrator of the schema holds it.
+	MigrationBegin(ctx context.Context) (MigrationTx, error)
 	// MigrationsApplied returns the migrations applied so far, in version order,
 	// including any this driver does not know.
 	MigrationsApplied(ctx context.Context) ([]AppliedMigration, error)
@@ -47,14 +43,6 @@ type Driver interface {
 	// ControlChannel carries commands to clients, such as "cancel <id>".
 	ControlChannel() string
 }
-
-// Direction is the way a migration runs.
-type Direction string
-
-const (
-	DirectionUp   Direction = "up"
-	DirectionDown Direction = "down"
-)
 
 // Migration is one versioned schema change.
 type Migration struct {
@@ -82,15 +70,58 @@ type AppliedMigration struct {
 	Compatible bool
 }
 
-// MigrationState is what a migration plan sees, read under the migration lock
-// inside the migration's transaction.
-type MigrationState struct {
-	// Applied lists the applied migrations in version order.
-	Applied []AppliedMigration
-	// CountJobs locks the job table against writes until the migration ends and
-	// counts its jobs; 0 when the table does not exist. The lock makes the count
-	// hold until a revert that follows drops the table.
-	CountJobs func() (int64, error)
+// MigrationTx is a migration in progress. weirmigrate runs the migration on it:
+// reads what is applied, plans, and runs and records each migration; each
+// method is one piece of SQL or one step of the transaction. A driver
+// guarantees:
+//
+//   - Every method runs in the one transaction that MigrationBegin started, so
+//     that a migration that ends in Rollback leaves the database as it was:
+//     schema, migration table and migration bodies included.
+//   - The transaction holds, from MigrationBegin to its end, a lock that
+//     serialises the migrators of the schema, in this process and in others
+//     (PostgreSQL: an advisory lock keyed by the schema; SQLite: the file's
+//     write lock, taken by BEGIN IMMEDIATE on the write connection).
+//   - Each statement sees what a migrator that held the lock before committed
+//     (PostgreSQL: read committed whatever the session's default).
+//   - Nothing is created before Prepare, so a migration with nothing to do
+//     leaves nothing behind.
+//
+// A MigrationTx is not for concurrent use.
+type MigrationTx interface {
+	// Applied reads the applied migrations in version order; none when the
+	// migration table does not exist. Compatible reads false when the table
+	// lacks the compatible column.
+	Applied(ctx context.Context) ([]AppliedMigration, error)
+	// CountJobs locks the job table against writes until the transaction ends
+	// and counts its jobs; 0 when the table does not exist. The lock makes the
+	// count hold until a revert that follows drops the table.
+	CountJobs(ctx context.Context) (int64, error)
+	// Prepare creates the schema (where the database has schemas) and the
+	// migration table when they do not exist, and makes the schema the one the
+	// migration bodies' unqualified names resolve in. It comes before Exec and
+	// the records.
+	Prepare(ctx context.Context) error
+	// Exec runs a migration's up or down body, which may hold several
+	// statements.
+	Exec(ctx context.Context, body string) error
+	// HasCompatibleColumn reports whether the migration table has the
+	// compatible column, which the migration that adds it creates: a table made
+	// by a weir before it lacks the column.
+	HasCompatibleColumn(ctx context.Context) (bool, error)
+	// Record records that migration version, name was applied, at the
+	// transaction's time, in a migration table without the compatible column.
+	Record(ctx context.Context, version int, name string) error
+	// RecordCompatible records it with its compatible mark, in a migration table
+	// with the column.
+	RecordCompatible(ctx context.Context, version int, name string, compatible bool) error
+	// Unrecord deletes the record of migration version, which was reverted.
+	Unrecord(ctx context.Context, version int) error
+	// Commit commits the migration and releases the lock.
+	Commit(ctx context.Context) error
+	// Rollback discards the migration and releases the lock; after Commit it
+	// does nothing.
+	Rollback(ctx context.Context) error
 }
 
 // Inserter inserts jobs: all that runs inside a caller's transaction

@@ -1,7 +1,9 @@
 // Package weirmigrate applies and reverts weir's versioned schema migrations. The
 // migrations are embedded in each driver, so a binary always carries the schema it
 // needs. Concurrent migrators wait for each other, and each call runs in one
-// transaction: it applies everything it planned or nothing.
+// transaction: it applies everything it planned or nothing. The algorithm is
+// this package's; a driver gives it the transaction, the lock and one statement
+// per step (weirdriver.MigrationTx).
 package weirmigrate
 
 import (
@@ -94,8 +96,7 @@ func (m *Migrator) Up(ctx context.Context, opts *UpOpts) ([]Migration, error) {
 		}
 		target = opts.TargetVersion
 	}
-	done, err := m.driver.Migrate(ctx, weirdriver.DirectionUp, func(state *weirdriver.MigrationState) ([]weirdriver.Migration, error) {
-		applied := state.Applied
+	done, err := m.migrate(ctx, up, func(_ weirdriver.MigrationTx, applied []weirdriver.AppliedMigration) ([]weirdriver.Migration, error) {
 		newer, err := splitApplied(applied, known)
 		if err != nil {
 			return nil, err
@@ -130,8 +131,7 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 	if opts.TargetVersion < 0 || opts.TargetVersion > len(known) {
 		return nil, fmt.Errorf("weirmigrate: target version %d is out of range 0..%d", opts.TargetVersion, len(known))
 	}
-	done, err := m.driver.Migrate(ctx, weirdriver.DirectionDown, func(state *weirdriver.MigrationState) ([]weirdriver.Migration, error) {
-		applied := state.Applied
+	done, err := m.migrate(ctx, down, func(tx weirdriver.MigrationTx, applied []weirdriver.AppliedMigration) ([]weirdriver.Migration, error) {
 		newer, err := splitApplied(applied, known)
 		if err != nil {
 			return nil, err
@@ -154,13 +154,13 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 			if !mig.DropsJobs {
 				continue
 			}
-			jobs, err := state.CountJobs()
+			jobs, err := tx.CountJobs(ctx)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("count jobs: %w", err)
 			}
 			if jobs > 0 {
 				return nil, &DropsJobsError{
-					Migration: Migration{Version: mig.Version, Name: mig.Name},
+					Migration: nameOf(mig),
 					Jobs:      jobs, Driver: m.driver.Name(), Schema: m.driver.Schema(),
 				}
 			}
@@ -172,6 +172,74 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 		return nil, fmt.Errorf("weirmigrate: down: %w", err)
 	}
 	return names(done), nil
+}
+
+// direction is the way a migration runs.
+type direction string
+
+const (
+	up   direction = "up"
+	down direction = "down"
+)
+
+// migrate runs one call in one transaction of the driver's, under its migration
+// lock: it reads the applied migrations, asks plan for the migrations to run,
+// and runs and records each in dir; it commits only when all of them ran, and
+// with none to run it creates nothing. plan may count jobs through tx.
+func (m *Migrator) migrate(ctx context.Context, dir direction, plan func(tx weirdriver.MigrationTx, applied []weirdriver.AppliedMigration) ([]weirdriver.Migration, error)) ([]weirdriver.Migration, error) {
+	tx, err := m.driver.MigrationBegin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin migration: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	applied, err := tx.Applied(ctx)
+	if err != nil {
+		return nil, err
+	}
+	todo, err := plan(tx, applied)
+	if err != nil {
+		return nil, err
+	}
+	if len(todo) == 0 {
+		return nil, nil // the deferred rollback ends the transaction
+	}
+	if err := tx.Prepare(ctx); err != nil {
+		return nil, fmt.Errorf("prepare migration: %w", err)
+	}
+	for _, mig := range todo {
+		body := mig.Up
+		if dir == down {
+			body = mig.Down
+		}
+		if err := tx.Exec(ctx, body); err != nil {
+			return nil, fmt.Errorf("migrate %s %s: %w", dir, nameOf(mig), err)
+		}
+		if err := record(ctx, tx, dir, mig); err != nil {
+			return nil, fmt.Errorf("record migration %s: %w", nameOf(mig), err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("commit migration: %w", err)
+	}
+	return todo, nil
+}
+
+// record records that mig was applied, or deletes its record when it was
+// reverted. The compatible column exists once the migration that adds it ran
+// (it may be mig itself, or not yet applied), so the record names the column
+// only then.
+func record(ctx context.Context, tx weirdriver.MigrationTx, dir direction, mig weirdriver.Migration) error {
+	if dir == down {
+		return tx.Unrecord(ctx, mig.Version)
+	}
+	hasCompatible, err := tx.HasCompatibleColumn(ctx)
+	if err != nil {
+		return err
+	}
+	if hasCompatible {
+		return tx.RecordCompatible(ctx, mig.Version, mig.Name, mig.Compatible)
+	}
+	return tx.Record(ctx, mig.Version, mig.Name)
 }
 
 // Status is one migration and whether it is applied.
@@ -310,7 +378,9 @@ func knownRange(known []weirdriver.Migration) string {
 func names(ms []weirdriver.Migration) []Migration {
 	out := make([]Migration, len(ms))
 	for i, m := range ms {
-		out[i] = Migration{Version: m.Version, Name: m.Name}
+		out[i] = nameOf(m)
 	}
 	return out
 }
+
+func nameOf(m weirdriver.Migration) Migration { return Migration{Version: m.Version, Name: m.Name} }

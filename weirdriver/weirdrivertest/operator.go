@@ -132,25 +132,6 @@ func testQueueList(t *testing.T, d weirdriver.Driver) {
 	}
 }
 
-func testMigrationsApplied(t *testing.T, d weirdriver.Driver) {
-	applied, err := d.MigrationsApplied(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	known := d.Migrations()
-	if len(applied) != len(known) {
-		t.Fatalf("applied %d migrations, driver knows %d", len(applied), len(known))
-	}
-	for i := range known {
-		// On a fresh schema every marked migration came after the column that
-		// records the mark (the column's own migration is the first marked).
-		if applied[i].Version != known[i].Version || applied[i].Name != known[i].Name ||
-			applied[i].Compatible != known[i].Compatible {
-			t.Fatalf("applied[%d] = %+v, known %03d_%s compatible=%v", i, applied[i], known[i].Version, known[i].Name, known[i].Compatible)
-		}
-	}
-}
-
 // testQueuePauseResume checks that a paused queue claims nothing, shows as paused
 // (even without jobs), and claims again once resumed; other queues are unaffected.
 func testQueuePauseResume(t *testing.T, d weirdriver.Driver) {

@@ -6,6 +6,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// The driver's statements are the constants below, in runtime_queries.go and in
+// migrate.go, written with placeholders that filler replaces for the driver's
+// schema: {schema} is the schema; {job}, {queue}, {leader}, {migration}, {seq},
+// {state_bit} and {args_key} name weir's tables, sequence and functions there,
+// qualified; {cols} is jobColumns; {eff} and {due} are fragments of the
+// runtime's finalize.
+
 // jobColumns is the select list every job query returns, in the order scanJob reads.
 // Tags come back as JSON so that the same scan serves pgx and database/sql.
 const jobColumns = `id, state, queue, kind, args, priority, attempt, max_attempts,
@@ -13,55 +20,12 @@ const jobColumns = `id, state, queue, kind, args, priority, attempt, max_attempt
 	attempted_by, errors, to_jsonb(tags), metadata, unique_key, unique_states,
 	release_count, cancel_requested_at`
 
-// queries holds the driver's statements with the schema filled in.
-type queries struct {
-	schema         string
-	job            string // the job table, qualified
-	insertChannel  string
-	controlChannel string
-
-	jobInsert      string
-	jobIDs         string
-	notifyInsert   string
-	notifyAsync    string
-	jobInsertQuiet string
-	jobGet         string
-	jobCancel      string
-	jobRetry       string
-	jobDelete      string
-	jobState       string
-	queueList      string
-	queuePause     string
-	queueResume    string
-
-	runtimeQueries
-}
-
-func newQueries(schema string) *queries {
-	q := &queries{
-		schema:         schema,
-		job:            pgx.Identifier{schema, "weir_job"}.Sanitize(),
-		insertChannel:  schema + ".weir_insert",
-		controlChannel: schema + ".weir_control",
-		runtimeQueries: newRuntimeQueries(schema),
-	}
-	fill := func(s string) string {
-		return strings.NewReplacer(
-			"{job}", q.job,
-			"{queue}", pgx.Identifier{schema, "weir_queue"}.Sanitize(),
-			"{seq}", pgx.Identifier{schema, "weir_job_id_seq"}.Sanitize(),
-			"{state_bit}", pgx.Identifier{schema, "weir_state_bit"}.Sanitize(),
-			"{args_key}", pgx.Identifier{schema, "weir_unique_args_key"}.Sanitize(),
-			"{cols}", jobColumns,
-		).Replace(s)
-	}
-
-	// One statement inserts every job and skips those whose unique key is taken
-	// (returning the holder instead). $1 is a JSON array of jobs. jobInsertQuiet
-	// is it alone, for inserts that commit on their own and leave notifying to
-	// the notifier; jobInsert also queues a notification per queue with new
-	// available jobs, delivered at commit, with $2 the channel.
-	q.jobInsertQuiet = fill(`
+// jobInsertQuietSQL inserts every job in one statement and skips those whose
+// unique key is taken, returning the holder instead. It serves inserts that
+// commit on their own and leave notifying to the notifier. $1 is a JSON array of
+// jobs (insertInput). Returns jobColumns and whether the row is a duplicate, in
+// input order.
+const jobInsertQuietSQL = `
 WITH input AS (
 	SELECT x.*, CASE WHEN x.scheduled_at > now() THEN 'scheduled' ELSE 'available' END AS state
 	FROM jsonb_to_recordset($1::jsonb) AS x(
@@ -85,26 +49,40 @@ inserted AS (
 	RETURNING *, xmax <> 0 AS duplicate
 )
 SELECT {cols}, duplicate
-FROM inserted`)
-	q.jobInsert = q.jobInsertQuiet + `
+FROM inserted`
+
+// jobInsertSQL is jobInsertQuietSQL that also queues a notification per queue
+// with new available jobs, delivered at commit. $1 the jobs, $2 the insert
+// channel. Returns what jobInsertQuietSQL does.
+const jobInsertSQL = jobInsertQuietSQL + `
 WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END`
 
-	// Bulk inserts take their ids and the transaction's clock first, then COPY.
-	q.jobIDs = fill(`SELECT now(), array(SELECT nextval('{seq}') FROM generate_series(1, $1::integer))`)
-	q.notifyInsert = `SELECT count(pg_notify($1, q)) FROM unnest($2::text[]) AS q`
-	// The notifier's statement, a transaction of its own that writes nothing
-	// durable: its commit need not wait for a WAL flush (set_config(..., true)
-	// lasts until the statement's implicit transaction ends, after its commit
-	// record is written).
-	q.notifyAsync = `SELECT set_config('synchronous_commit', 'off', true), count(pg_notify($1, q))
+// jobIDsSQL reserves ids for a bulk insert, which takes them and the
+// transaction's clock first, then copies. $1 how many. Returns now() and the ids.
+const jobIDsSQL = `SELECT now(), array(SELECT nextval('{seq}') FROM generate_series(1, $1::integer))`
+
+// notifyInsertSQL sends one notification per queue, at commit. $1 the insert
+// channel, $2 the queues. Returns how many it sent.
+const notifyInsertSQL = `SELECT count(pg_notify($1, q)) FROM unnest($2::text[]) AS q`
+
+// notifyAsyncSQL is the notifier's notifyInsertSQL, a transaction of its own that
+// writes nothing durable: its commit need not wait for a WAL flush
+// (set_config(..., true) lasts until the statement's implicit transaction ends,
+// after its commit record is written). Parameters and result as notifyInsertSQL's.
+const notifyAsyncSQL = `SELECT set_config('synchronous_commit', 'off', true), count(pg_notify($1, q))
 FROM unnest($2::text[]) AS q`
 
-	q.jobGet = fill(`SELECT {cols} FROM {job} WHERE id = $1`)
-	q.jobState = fill(`SELECT state FROM {job} WHERE id = $1`)
+// jobGetSQL returns the jobColumns of job $1.
+const jobGetSQL = `SELECT {cols} FROM {job} WHERE id = $1`
 
-	// Cancel: a job that is not running ends at once; a running job keeps its lease
-	// and gets a cancel request that its client acts on.
-	q.jobCancel = fill(`
+// jobStateSQL returns the state of job $1.
+const jobStateSQL = `SELECT state FROM {job} WHERE id = $1`
+
+// jobCancelSQL cancels job $1: a job that is not running ends at once; a running
+// job keeps its lease and gets a cancel request that its client acts on, sent on
+// $2, the control channel. Returns the job's jobColumns afterwards, or no row
+// when the job is missing or final.
+const jobCancelSQL = `
 WITH updated AS (
 	UPDATE {job} SET
 		state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
@@ -114,11 +92,13 @@ WITH updated AS (
 	RETURNING *
 )
 SELECT {cols} FROM updated
-WHERE CASE WHEN state = 'running' THEN pg_notify($2, 'cancel ' || id) IS NOT NULL ELSE true END`)
+WHERE CASE WHEN state = 'running' THEN pg_notify($2, 'cancel ' || id) IS NOT NULL ELSE true END`
 
-	// Retry: a job that is not running becomes available now, with one more attempt
-	// allowed if it had used them all.
-	q.jobRetry = fill(`
+// jobRetrySQL makes job $1, when it is not running, available now, with one more
+// attempt allowed if it had used them all, and notifies its queue on $2, the
+// insert channel. Returns the job's jobColumns afterwards, or no row when the job
+// is missing or running.
+const jobRetrySQL = `
 WITH updated AS (
 	UPDATE {job} SET
 		state = 'available',
@@ -129,29 +109,109 @@ WITH updated AS (
 	WHERE id = $1 AND state <> 'running'
 	RETURNING *
 )
-SELECT {cols} FROM updated WHERE pg_notify($2, queue) IS NOT NULL`)
+SELECT {cols} FROM updated WHERE pg_notify($2, queue) IS NOT NULL`
 
-	q.jobDelete = fill(`DELETE FROM {job} WHERE id = $1 AND state <> 'running' RETURNING {cols}`)
-	// Queues with jobs, by state, plus paused queues without jobs (state NULL).
-	q.queueList = fill(`
+// jobDeleteSQL deletes job $1 when it is not running. Returns its jobColumns, or
+// no row when the job is missing or running.
+const jobDeleteSQL = `DELETE FROM {job} WHERE id = $1 AND state <> 'running' RETURNING {cols}`
+
+// queueListSQL counts jobs by queue and state, and lists paused queues without
+// jobs (state NULL). Returns name, state, count and paused, ordered by name and
+// state.
+const queueListSQL = `
 SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), p.paused_at IS NOT NULL
 FROM (SELECT queue, state, count(*) AS n FROM {job} GROUP BY queue, state) AS c
 FULL JOIN (SELECT name, paused_at FROM {queue} WHERE paused_at IS NOT NULL) AS p ON p.name = c.queue
-ORDER BY 1, 2`)
-	q.queuePause = fill(`
+ORDER BY 1, 2`
+
+// queuePauseSQL pauses queue $1, keeping the time of an earlier pause, and sends
+// "pause <name>" on $2, the control channel.
+const queuePauseSQL = `
 WITH paused AS (
 	INSERT INTO {queue} AS q (name, paused_at) VALUES ($1, now())
 	ON CONFLICT (name) DO UPDATE SET paused_at = coalesce(q.paused_at, now()), updated_at = now()
 	RETURNING name
 )
-SELECT pg_notify($2, 'pause ' || name) IS NOT NULL FROM paused`)
-	// Resuming notifies the insert channel, so that workers of the queue wake.
-	q.queueResume = fill(`
+SELECT pg_notify($2, 'pause ' || name) IS NOT NULL FROM paused`
+
+// queueResumeSQL resumes queue $1 when it is paused and notifies $2, the insert
+// channel, so that the queue's workers wake.
+const queueResumeSQL = `
 WITH resumed AS (
 	UPDATE {queue} SET paused_at = NULL, updated_at = now()
 	WHERE name = $1 AND paused_at IS NOT NULL
 	RETURNING name
 )
-SELECT pg_notify($2, name) IS NOT NULL FROM resumed`)
-	return q
+SELECT pg_notify($2, name) IS NOT NULL FROM resumed`
+
+// queries holds the driver's statements with the schema filled in.
+type queries struct {
+	schema         string
+	job            string // the job table, qualified
+	migration      string // the migration table, qualified
+	insertChannel  string
+	controlChannel string
+
+	jobInsert      string
+	jobIDs         string
+	notifyInsert   string
+	notifyAsync    string
+	jobInsertQuiet string
+	jobGet         string
+	jobCancel      string
+	jobRetry       string
+	jobDelete      string
+	jobState       string
+	queueList      string
+	queuePause     string
+	queueResume    string
+
+	runtimeQueries
+	migrationQueries
+}
+
+func newQueries(schema string) *queries {
+	fill := filler(schema)
+	return &queries{
+		schema:         schema,
+		job:            pgx.Identifier{schema, "weir_job"}.Sanitize(),
+		migration:      pgx.Identifier{schema, "weir_migration"}.Sanitize(),
+		insertChannel:  schema + ".weir_insert",
+		controlChannel: schema + ".weir_control",
+
+		jobInsert:      fill(jobInsertSQL),
+		jobIDs:         fill(jobIDsSQL),
+		notifyInsert:   fill(notifyInsertSQL),
+		notifyAsync:    fill(notifyAsyncSQL),
+		jobInsertQuiet: fill(jobInsertQuietSQL),
+		jobGet:         fill(jobGetSQL),
+		jobCancel:      fill(jobCancelSQL),
+		jobRetry:       fill(jobRetrySQL),
+		jobDelete:      fill(jobDeleteSQL),
+		jobState:       fill(jobStateSQL),
+		queueList:      fill(queueListSQL),
+		queuePause:     fill(queuePauseSQL),
+		queueResume:    fill(queueResumeSQL),
+
+		runtimeQueries:   newRuntimeQueries(fill),
+		migrationQueries: newMigrationQueries(fill),
+	}
+}
+
+// filler returns the function that fills a statement's placeholders for schema.
+func filler(schema string) func(string) string {
+	ident := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	return strings.NewReplacer(
+		"{schema}", pgx.Identifier{schema}.Sanitize(),
+		"{job}", ident("weir_job"),
+		"{queue}", ident("weir_queue"),
+		"{leader}", ident("weir_leader"),
+		"{migration}", ident("weir_migration"),
+		"{seq}", ident("weir_job_id_seq"),
+		"{state_bit}", ident("weir_state_bit"),
+		"{args_key}", ident("weir_unique_args_key"),
+		"{cols}", jobColumns,
+		"{eff}", effectiveOutcome,
+		"{due}", dueAt,
+	).Replace
 }

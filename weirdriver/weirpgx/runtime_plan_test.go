@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weirq/weir/internal/dbtest"
-	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirmigrate"
 )
 
 // TestRuntimePlans checks with EXPLAIN that each runtime statement reaches weir_job
@@ -23,9 +23,7 @@ func TestRuntimePlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Migrate(t.Context(), weirdriver.DirectionUp, func(*weirdriver.MigrationState) ([]weirdriver.Migration, error) {
-		return d.Migrations(), nil
-	}); err != nil {
+	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
 	job := pgx.Identifier{schema, "weir_job"}.Sanitize()

@@ -1,49 +1,27 @@
 package weirpgx
 
-import (
-	"strings"
+// The worker runtime's statements; docs/store-runtime.md describes each one and
+// the index it runs on. Durations travel as microseconds:
+// $n::bigint * interval '1 microsecond'.
 
-	"github.com/jackc/pgx/v5"
-)
+// effectiveOutcome ({eff}) is the outcome that applies in jobFinalizeSQL: a
+// requested cancel wins over what the worker says.
+const effectiveOutcome = "(CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancel' ELSE i.outcome END)"
 
-// runtimeQueries are the worker runtime's statements, with the schema filled in.
-// docs/store-runtime.md describes each one and the index it runs on.
-type runtimeQueries struct {
-	jobClaim     string
-	jobFinalize  string
-	jobComplete  string
-	jobRenew     string
-	jobRescue    string
-	jobSchedule  string
-	jobPrune     string
-	leaderElect  string
-	leaderResign string
-	leaderGet    string
-}
+// dueAt ({due}) is when a retried or snoozed job in jobFinalizeSQL becomes due.
+const dueAt = "coalesce(i.scheduled_at, now())"
 
-// newRuntimeQueries builds the statements for schema. Durations travel as
-// microseconds: $n::bigint * interval '1 microsecond'.
-func newRuntimeQueries(schema string) runtimeQueries {
-	fill := strings.NewReplacer(
-		"{job}", pgx.Identifier{schema, "weir_job"}.Sanitize(),
-		"{leader}", pgx.Identifier{schema, "weir_leader"}.Sanitize(),
-		"{queue}", pgx.Identifier{schema, "weir_queue"}.Sanitize(),
-		"{cols}", jobColumns,
-		// The outcome that applies: a requested cancel wins over what the worker says.
-		"{eff}", "(CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancel' ELSE i.outcome END)",
-		"{due}", "coalesce(i.scheduled_at, now())",
-	).Replace
-	var q runtimeQueries
-
-	// Claim: the inner select walks weir_job_available_idx (queue, priority,
-	// scheduled_at, id) in order, locks up to $2 rows that nobody else holds, and
-	// the update leases them. $1 queue, $2 max, $3 lease µs, $4 client id.
-	//
-	// This and the other batch statements hand the picked ids to the write as an
-	// array (id = ANY(ARRAY(...))) rather than a join, so that the write always
-	// looks them up by key: with a join the planner may hash the whole table when
-	// it expects many rows.
-	q.jobClaim = fill(`
+// jobClaimSQL leases up to $2 due available jobs of queue $1, unless the queue is
+// paused: the inner select walks weir_job_available_idx (queue, priority,
+// scheduled_at, id) in order and locks rows that nobody else holds, and the
+// update leases them for $3 µs to client $4. Returns the claimed jobs'
+// jobColumns in claim order.
+//
+// This and the other batch statements hand the picked ids to the write as an
+// array (id = ANY(ARRAY(...))) rather than a join, so that the write always
+// looks them up by key: with a join the planner may hash the whole table when
+// it expects many rows.
+const jobClaimSQL = `
 WITH picked AS (
 	SELECT id FROM {job}
 	WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
@@ -63,12 +41,14 @@ claimed AS (
 	WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 	RETURNING j.*
 )
-SELECT {cols} FROM claimed ORDER BY priority, scheduled_at, id`)
+SELECT {cols} FROM claimed ORDER BY priority, scheduled_at, id`
 
-	// Finalize: one fenced compare-and-set per input row, then one notification per
-	// queue that got available jobs back. Rows come back in input order with
-	// whether each applied. $1..$8 are parallel arrays, $9 the insert channel.
-	q.jobFinalize = fill(`
+// jobFinalizeSQL writes a batch of outcomes: one fenced compare-and-set per
+// input row, then one notification per queue that got available jobs back.
+// $1..$8 are parallel arrays (id, lease token, outcome, scheduled at, and the
+// error's attempt, time, message and trace), $9 the insert channel. Returns,
+// per input row in order, its ordinal and whether it applied.
+const jobFinalizeSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[],
 		$5::integer[], $6::timestamptz[], $7::text[], $8::text[])
@@ -110,31 +90,32 @@ notified AS (
 )
 SELECT i.ord, u.id IS NOT NULL
 FROM input i LEFT JOIN updated u ON u.id = i.id CROSS JOIN notified
-ORDER BY i.ord`)
+ORDER BY i.ord`
 
-	// Complete: the finalize of a batch in which every outcome is a plain
-	// completion (no error, no schedule), the common case, in a statement that
-	// does half the work of the general one: two arrays in, no per-row outcome
-	// logic, no notification (no job goes back to available), and the applied
-	// ids out. The fence and the cancel rule are the general statement's.
-	// $1 ids, $2 tokens.
-	q.jobComplete = fill(`
+// jobCompleteSQL is the finalize of a batch in which every outcome is a plain
+// completion (no error, no schedule), the common case, in a statement that
+// does half the work of the general one: two arrays in, no per-row outcome
+// logic, no notification (no job goes back to available). The fence and the
+// cancel rule are the general statement's. $1 ids, $2 tokens. Returns the ids
+// that applied.
+const jobCompleteSQL = `
 UPDATE {job} j SET
 	state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'completed' END,
 	finalized_at = now(),
 	lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::bigint[]) AS i(id, lease_token)
 WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running'
-RETURNING j.id`)
+RETURNING j.id`
 
-	// Renew: a fenced update of lease_expires_at only, which no index holds, so
-	// that it can stay a HOT update. The rows are locked first with SKIP LOCKED:
-	// a renewal never waits for a row lock, so it cannot deadlock with the
-	// client's outcome writes (each updates many of the client's running rows,
-	// in whatever order its plan meets them) nor stall behind a long-held lock.
-	// A row that was skipped but still holds the lease on the statement's
-	// snapshot is reported busy. $1 ids, $2 tokens, $3 lease µs.
-	q.jobRenew = fill(`
+// jobRenewSQL extends leases by $3 µs with a fenced update of lease_expires_at
+// only, which no index holds, so that it can stay a HOT update. The rows are
+// locked first with SKIP LOCKED: a renewal never waits for a row lock, so it
+// cannot deadlock with the client's outcome writes (each updates many of the
+// client's running rows, in whatever order its plan meets them) nor stall
+// behind a long-held lock. $1 ids, $2 tokens. Returns, per input row in order,
+// the id, whether it was renewed, whether its cancel is requested, and whether
+// it was busy: skipped but still holding the lease on the statement's snapshot.
+const jobRenewSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS x(id, lease_token, ord)
 ),
@@ -152,13 +133,13 @@ SELECT i.id, r.id IS NOT NULL, coalesce(r.cancel_requested, false),
 	r.id IS NULL AND EXISTS (SELECT 1 FROM {job} j
 		WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running')
 FROM input i LEFT JOIN renewed r ON r.id = i.id
-ORDER BY i.ord`)
+ORDER BY i.ord`
 
-	// Rescue: expired leases by the database clock, found through
-	// weir_job_running_idx, at most $1 per statement and none that another
-	// transaction holds locked (a worker finalizing or renewing it right now).
-	// $2 is the error message.
-	q.jobRescue = fill(`
+// jobRescueSQL takes back expired leases by the database clock, found through
+// weir_job_running_idx, at most $1 per statement and none that another
+// transaction holds locked (a worker finalizing or renewing it right now),
+// recording error message $2. Returns the rescued jobs' jobColumns in id order.
+const jobRescueSQL = `
 WITH picked AS (
 	SELECT id FROM {job}
 	WHERE state = 'running' AND lease_expires_at < now()
@@ -184,11 +165,12 @@ rescued AS (
 	WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state = 'running'
 	RETURNING j.*
 )
-SELECT {cols} FROM rescued ORDER BY id`)
+SELECT {cols} FROM rescued ORDER BY id`
 
-	// Schedule: due pending jobs through weir_job_pending_idx, then one
-	// notification per queue. $1 limit, $2 the insert channel.
-	q.jobSchedule = fill(`
+// jobScheduleSQL makes up to $1 due pending jobs available, through
+// weir_job_pending_idx, then sends one notification per queue on $2, the insert
+// channel. Returns how many jobs it changed and how many notifications it sent.
+const jobScheduleSQL = `
 WITH due AS (
 	SELECT id FROM {job}
 	WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= now()
@@ -204,12 +186,13 @@ promoted AS (
 notified AS (
 	SELECT count(pg_notify($2, queue)) AS n FROM (SELECT DISTINCT queue FROM promoted) AS q
 )
-SELECT (SELECT count(*) FROM promoted), (SELECT n FROM notified)`)
+SELECT (SELECT count(*) FROM promoted), (SELECT n FROM notified)`
 
-	// Prune: final jobs through weir_job_finalized_idx, bounded by the latest
-	// cutoff ($4), then by the cutoff of each job's state (NULL: none).
-	// $1 completed, $2 cancelled, $3 discarded cutoffs, $5 limit.
-	q.jobPrune = fill(`
+// jobPruneSQL deletes up to $5 final jobs through weir_job_finalized_idx,
+// bounded by the latest cutoff ($4), then by the cutoff of each job's state
+// (NULL: none): $1 completed, $2 cancelled, $3 discarded. Returns nothing; the
+// command tag counts the deleted rows.
+const jobPruneSQL = `
 WITH doomed AS (
 	SELECT id FROM {job}
 	WHERE finalized_at IS NOT NULL AND finalized_at < $4
@@ -222,12 +205,12 @@ WITH doomed AS (
 	LIMIT $5
 	FOR UPDATE SKIP LOCKED
 )
-DELETE FROM {job} WHERE id = ANY(ARRAY(SELECT id FROM doomed))`)
+DELETE FROM {job} WHERE id = ANY(ARRAY(SELECT id FROM doomed))`
 
-	// Elect: insert, or take over an expired term, or renew our own. The upsert
-	// returns a row only when it wrote one, that is when $2 leads afterwards.
-	// $1 name, $2 leader id, $3 TTL µs.
-	q.leaderElect = fill(`
+// leaderElectSQL elects leader $2 of $1 for $3 µs: it inserts the term, or
+// takes over an expired one, or renews its own. The upsert returns a row, the
+// leader id, only when it wrote one, that is when $2 leads afterwards.
+const leaderElectSQL = `
 INSERT INTO {leader} AS l (name, leader_id, elected_at, expires_at)
 VALUES ($1, $2, now(), now() + $3::bigint * interval '1 microsecond')
 ON CONFLICT (name) DO UPDATE SET
@@ -236,8 +219,41 @@ ON CONFLICT (name) DO UPDATE SET
 		THEN l.elected_at ELSE now() END,
 	expires_at = EXCLUDED.expires_at
 WHERE l.expires_at < now() OR l.leader_id = EXCLUDED.leader_id
-RETURNING leader_id`)
-	q.leaderResign = fill(`DELETE FROM {leader} WHERE name = $1 AND leader_id = $2`)
-	q.leaderGet = fill(`SELECT leader_id, expires_at FROM {leader} WHERE name = $1 AND expires_at >= now()`)
-	return q
+RETURNING leader_id`
+
+// leaderResignSQL ends the term of leader $2 of $1, if it holds it.
+const leaderResignSQL = `DELETE FROM {leader} WHERE name = $1 AND leader_id = $2`
+
+// leaderGetSQL returns the leader id and expiry of $1's unexpired term, or no
+// row.
+const leaderGetSQL = `SELECT leader_id, expires_at FROM {leader} WHERE name = $1 AND expires_at >= now()`
+
+// runtimeQueries are the worker runtime's statements, with the schema filled in.
+type runtimeQueries struct {
+	jobClaim     string
+	jobFinalize  string
+	jobComplete  string
+	jobRenew     string
+	jobRescue    string
+	jobSchedule  string
+	jobPrune     string
+	leaderElect  string
+	leaderResign string
+	leaderGet    string
+}
+
+// newRuntimeQueries fills the runtime's statements with fill (filler).
+func newRuntimeQueries(fill func(string) string) runtimeQueries {
+	return runtimeQueries{
+		jobClaim:     fill(jobClaimSQL),
+		jobFinalize:  fill(jobFinalizeSQL),
+		jobComplete:  fill(jobCompleteSQL),
+		jobRenew:     fill(jobRenewSQL),
+		jobRescue:    fill(jobRescueSQL),
+		jobSchedule:  fill(jobScheduleSQL),
+		jobPrune:     fill(jobPruneSQL),
+		leaderElect:  fill(leaderElectSQL),
+		leaderResign: fill(leaderResignSQL),
+		leaderGet:    fill(leaderGetSQL),
+	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirmigrate"
 )
 
 // TestQueryPlans checks with EXPLAIN QUERY PLAN that each statement that looks for
@@ -20,7 +20,7 @@ func TestQueryPlans(t *testing.T) {
 	}
 	defer d.Close()
 	ctx := context.Background()
-	if _, err := d.Migrate(ctx, "up", func(*weirdriver.MigrationState) ([]weirdriver.Migration, error) { return d.Migrations(), nil }); err != nil {
+	if _, err := weirmigrate.New(d).Up(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	// 10,000 jobs: 90% completed, 5% available over 10 queues, 3% running,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"os"
 	"strings"
 	"sync"
@@ -39,6 +40,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks are called for every job event, detached (see Hook).
 	Hooks []Hook
+	// WorkerMiddleware wraps every attempt of every job this client runs, the
+	// first outermost; a worker's own middleware (WorkerWithMiddleware) runs
+	// inside it. See WorkerMiddleware.
+	WorkerMiddleware []WorkerMiddleware
 
 	// Queues are the queues this client works, with their settings, at most
 	// 1,000. A client without queues only inserts and operates.
@@ -152,6 +157,13 @@ func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	if cfg.Workers == nil {
 		cfg.Workers = NewWorkers()
 	}
+	for i, mw := range cfg.WorkerMiddleware {
+		if mw == nil {
+			return nil, invalidf("Config.WorkerMiddleware", "Config.WorkerMiddleware[%d] is nil", i)
+		}
+	}
+	// The client's own copy: a caller that changes its slice later changes nothing.
+	cfg.WorkerMiddleware = slices.Clone(cfg.WorkerMiddleware)
 	if err := cfg.setRuntimeDefaults(); err != nil {
 		return nil, err
 	}

@@ -174,7 +174,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		Written: e.outcomeWritten, Stale: e.staleWrite,
 	})
 	deps := producerDeps{
-		exec: exec, clientID: cfg.ID, handlers: cfg.Workers,
+		exec: exec, clientID: cfg.ID, handlers: cfg.Workers, middleware: cfg.WorkerMiddleware,
 		pollInterval: cfg.FetchPollInterval, leaseDuration: cfg.LeaseDuration, leaseBudget: budget,
 		jobTimeout: cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
 		leases: e.leases, logger: cfg.Logger, limited: e.limited, events: e.events, claims: &e.stats.claims,

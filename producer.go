@@ -26,8 +26,10 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 type producerDeps struct {
 	exec     weirdriver.Executor
 	clientID string
-	// handlers are the client's workers, by job kind.
-	handlers *Workers
+	// handlers are the client's workers, by job kind; middleware is
+	// Config.WorkerMiddleware.
+	handlers   *Workers
+	middleware []WorkerMiddleware
 	// pollInterval is Config.FetchPollInterval; leaseDuration how long a claim
 	// holds a job; leaseBudget how long after a claim is sent its leases are
 	// trusted; jobTimeout Config.JobTimeout.
@@ -305,7 +307,7 @@ func (p *producer) run(j *lease.Job) {
 
 	p.events.emit(EventJobStarted, j.Row, nil, 0)
 	start := time.Now()
-	err := invoke(ctx, j.Work)
+	err := invoke(ctx, p.handler(j, entry))
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx)
 	fin := finalizationOf(j, entry, p.retryPolicy, err, cause, elapsed)
@@ -317,6 +319,23 @@ func (p *producer) run(j *lease.Job) {
 	// 0.6 bug).
 	p.leases.MarkReturned(j)
 	p.submit(fin)
+}
+
+// handler returns the call of j's worker, inside the client's middleware and
+// the worker's own. The chain is built in the call, so that invoke recovers a
+// middleware's panic there too.
+func (p *producer) handler(j *lease.Job, entry *workerEntry) func(context.Context) error {
+	var own []WorkerMiddleware
+	if entry != nil {
+		own = entry.middleware
+	}
+	if len(p.middleware) == 0 && len(own) == 0 {
+		return j.Work
+	}
+	return func(ctx context.Context) error {
+		inner := func(ctx context.Context, _ *JobRow) error { return j.Work(ctx) }
+		return chainWork(p.middleware, chainWork(own, inner))(ctx, j.Row)
+	}
 }
 
 // prepare returns the call of row's handler with its decoded args. A panic

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 )
 
@@ -37,9 +38,10 @@ type workerEntry struct {
 	// producer's claiming goroutine prepares each job, so that decoding does not
 	// grow the stack of every handler goroutine anew.
 	prepare func(row *JobRow) func(ctx context.Context) error
-	// timeout and retry are the worker's own, when it has them.
-	timeout func(row *JobRow) time.Duration
-	retry   RetryPolicy
+	// timeout, retry and middleware are the worker's own, when it has them.
+	timeout    func(row *JobRow) time.Duration
+	retry      RetryPolicy
+	middleware []WorkerMiddleware
 }
 
 // WorkerWithTimeout is a worker that sets the timeout of each attempt: a positive
@@ -89,6 +91,14 @@ func AddWorkerSafely[T JobArgs](workers *Workers, worker Worker[T]) error {
 	}
 	if w, ok := worker.(RetryPolicy); ok {
 		entry.retry = w
+	}
+	if w, ok := worker.(WorkerWithMiddleware); ok {
+		entry.middleware = slices.Clone(w.Middleware())
+		for i, mw := range entry.middleware {
+			if mw == nil {
+				return invalidf("Middleware", "the worker of kind %q has a nil middleware at %d", kind, i)
+			}
+		}
 	}
 	workers.byKind[kind] = entry
 	return nil

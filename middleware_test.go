@@ -133,12 +133,12 @@ func TestWorkerMiddlewareOutcomes(t *testing.T) {
 		state weir.JobState
 		err   string // in the attempt's error, when one is recorded
 	}{
-		"ok":          {weir.JobStateCompleted, ""},
-		"veto":        {weir.JobStateDiscarded, "vetoed by middleware"},
-		"cancel":      {weir.JobStateCancelled, "cancelled by middleware"},
-		"discard":     {weir.JobStateDiscarded, ""},
-		"panic":       {weir.JobStateDiscarded, "middleware panicked"},
-		"timeout":     {weir.JobStateDiscarded, "deadline exceeded"},
+		"ok":      {weir.JobStateCompleted, ""},
+		"veto":    {weir.JobStateDiscarded, "vetoed by middleware"},
+		"cancel":  {weir.JobStateCancelled, "cancelled by middleware"},
+		"discard": {weir.JobStateDiscarded, ""},
+		"panic":   {weir.JobStateDiscarded, "middleware panicked"},
+		"timeout": {weir.JobStateDiscarded, "deadline exceeded"},
 	}
 	ids := map[string]int64{}
 	for name := range want {

@@ -40,6 +40,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks are called for every job event, detached (see Hook).
 	Hooks []Hook
+	// InsertMiddleware wraps every insert of this client, the first outermost.
+	// See InsertMiddleware.
+	InsertMiddleware []InsertMiddleware
 	// WorkerMiddleware wraps every attempt of every job this client runs, the
 	// first outermost; a worker's own middleware (WorkerWithMiddleware) runs
 	// inside it. See WorkerMiddleware.
@@ -157,12 +160,19 @@ func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	if cfg.Workers == nil {
 		cfg.Workers = NewWorkers()
 	}
+	for i, mw := range cfg.InsertMiddleware {
+		if mw == nil {
+			return nil, invalidf("Config.InsertMiddleware", "Config.InsertMiddleware[%d] is nil", i)
+		}
+	}
 	for i, mw := range cfg.WorkerMiddleware {
 		if mw == nil {
 			return nil, invalidf("Config.WorkerMiddleware", "Config.WorkerMiddleware[%d] is nil", i)
 		}
 	}
-	// The client's own copy: a caller that changes its slice later changes nothing.
+	// The client's own copies: a caller that changes its slices later changes
+	// nothing.
+	cfg.InsertMiddleware = slices.Clone(cfg.InsertMiddleware)
 	cfg.WorkerMiddleware = slices.Clone(cfg.WorkerMiddleware)
 	if err := cfg.setRuntimeDefaults(); err != nil {
 		return nil, err
@@ -386,22 +396,59 @@ func (c *Client) InsertManySQLTx(ctx context.Context, tx *sql.Tx, params []Inser
 	return c.insert(ctx, exec, params)
 }
 
-// insert validates every job before it writes any, then writes them all or none.
+// insert encodes every job, passes the batch through the insert middleware,
+// and writes it.
 func (c *Client) insert(ctx context.Context, exec weirdriver.Inserter, params []InsertManyParams) ([]*InsertResult, error) {
 	if len(params) == 0 {
 		return nil, invalidf("params", "no jobs to insert")
 	}
+	jobs := make([]*InsertParams, len(params))
+	for i, p := range params {
+		in, err := encodeInsert(p.Args, p.InsertOpts)
+		if err != nil {
+			return nil, atJob(err, i, len(params))
+		}
+		jobs[i] = in
+	}
+	if len(c.config.InsertMiddleware) == 0 {
+		return c.write(ctx, exec, jobs)
+	}
+	// Middleware may change what it is given in place; the caller's slices are
+	// not its to change.
+	for _, j := range jobs {
+		j.Tags, j.Metadata, j.Unique.ByState = slices.Clone(j.Tags), slices.Clone(j.Metadata), slices.Clone(j.Unique.ByState)
+	}
+	h := chainInsert(c.config.InsertMiddleware, func(ctx context.Context, got []*InsertParams) ([]*InsertResult, error) {
+		if len(got) != len(jobs) {
+			return nil, fmt.Errorf("weir: insert middleware passed on %d jobs of the %d it was given; nothing was written", len(got), len(jobs))
+		}
+		return c.write(ctx, exec, got)
+	})
+	res, err := h(ctx, jobs)
+	if err == nil && len(res) != len(jobs) {
+		return nil, fmt.Errorf("weir: insert middleware returned %d results for %d jobs, which may have been written", len(res), len(jobs))
+	}
+	return res, err
+}
+
+// atJob places a bad-input error about the i-th of n jobs in its batch.
+func atJob(err error, i, n int) error {
+	if invalid, ok := errors.AsType[*InvalidError](err); ok && n > 1 {
+		return &InvalidError{Job: i + 1, Jobs: n, Field: invalid.Field, Message: invalid.Message}
+	}
+	return err
+}
+
+// write checks every job before it writes any, then writes them all or none.
+func (c *Client) write(ctx context.Context, exec weirdriver.Inserter, jobs []*InsertParams) ([]*InsertResult, error) {
 	now := time.Now()
-	all := make([]*weirdriver.JobInsertParams, len(params))
+	all := make([]*weirdriver.JobInsertParams, len(jobs))
 	var unique, bulk []int // indexes into all
 	var check jsonChecker
-	for i, p := range params {
-		ip, err := c.insertParams(p.Args, p.InsertOpts, now, &check)
+	for i, in := range jobs {
+		ip, err := c.checkInsert(in, now, &check)
 		if err != nil {
-			if invalid, ok := errors.AsType[*InvalidError](err); ok && len(params) > 1 {
-				return nil, &InvalidError{Job: i + 1, Jobs: len(params), Field: invalid.Field, Message: invalid.Message}
-			}
-			return nil, err
+			return nil, atJob(err, i, len(jobs))
 		}
 		all[i] = ip
 		if ip.UniqueKey != nil {
@@ -411,7 +458,7 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Inserter, params []
 		}
 	}
 
-	results := make([]*InsertResult, len(params))
+	results := make([]*InsertResult, len(jobs))
 	err := c.withSchemaCheck(ctx, func() error {
 		// A batch with too few plain jobs for the bulk path goes through one
 		// INSERT, which needs no transaction of its own.
@@ -432,17 +479,17 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Inserter, params []
 		for j, i := range bulk {
 			bulkParams[j] = all[i]
 		}
-		jobs, err := tx.JobInsertBulk(ctx, bulkParams)
+		rows, err := tx.JobInsertBulk(ctx, bulkParams)
 		if err != nil {
 			return err
 		}
 		var queues []string
 		seen := map[string]bool{}
 		for j, i := range bulk {
-			results[i] = &InsertResult{Job: jobs[j]}
-			if jobs[j].State == JobStateAvailable && !seen[jobs[j].Queue] {
-				seen[jobs[j].Queue] = true
-				queues = append(queues, jobs[j].Queue)
+			results[i] = &InsertResult{Job: rows[j]}
+			if rows[j].State == JobStateAvailable && !seen[rows[j].Queue] {
+				seen[rows[j].Queue] = true
+				queues = append(queues, rows[j].Queue)
 			}
 		}
 		if err := tx.NotifyInsert(ctx, queues); err != nil {

@@ -2,6 +2,7 @@ package weir_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"os"
@@ -184,4 +185,79 @@ func ExampleClient_QueueList() {
 	// Output:
 	// mail 2
 	// media 1
+}
+
+func ExampleWorkerMiddleware() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+
+	// A middleware that runs around every attempt, as HTTP middleware runs
+	// around a handler.
+	logAttempts := func(next weir.WorkHandler) weir.WorkHandler {
+		return func(ctx context.Context, job *weir.JobRow) error {
+			fmt.Println("starting", job.Kind, "attempt", job.Attempt)
+			err := next(ctx, job)
+			fmt.Println("finished", job.Kind, "error:", err)
+			return err
+		}
+	}
+	workers := weir.NewWorkers()
+	weir.AddWorker(workers, weir.WorkFunc(func(ctx context.Context, job *weir.Job[SendWelcome]) error {
+		fmt.Println("welcome sent to", job.Args.To)
+		return nil
+	}))
+	client, err := weir.NewClient(driver, &weir.Config{
+		Workers:          workers,
+		Queues:           map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 10}},
+		WorkerMiddleware: []weir.WorkerMiddleware{logAttempts},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	completed, unsubscribe := client.Subscribe(weir.EventJobCompleted)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.Insert(ctx, SendWelcome{To: "ada@example.com"}, nil); err != nil {
+		log.Fatal(err)
+	}
+	<-completed
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// starting welcome.send attempt 1
+	// welcome sent to ada@example.com
+	// finished welcome.send error: <nil>
+}
+
+func ExampleInsertMiddleware() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+
+	// A middleware that puts the tenant in every job's metadata; the client
+	// checks every job again after it.
+	stampTenant := func(next weir.InsertHandler) weir.InsertHandler {
+		return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) {
+			for _, job := range jobs {
+				job.Metadata = json.RawMessage(`{"tenant":"acme"}`)
+			}
+			return next(ctx, jobs)
+		}
+	}
+	client, err := weir.NewClient(driver, &weir.Config{InsertMiddleware: []weir.InsertMiddleware{stampTenant}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := client.Insert(ctx, SendWelcome{To: "ada@example.com"}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(res.Job.Metadata))
+	// Output: {"tenant":"acme"}
 }

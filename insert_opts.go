@@ -116,11 +116,37 @@ func truncate(s string) string {
 	return s
 }
 
-// insertParams validates args and opts and returns what the driver writes. now is
-// the client's clock, used only to place a unique job in its period.
-// check reads the args' and metadata's JSON once more for what the stores cannot
-// keep alike; one checker serves a whole batch.
-func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time, check *jsonChecker) (*weirdriver.JobInsertParams, error) {
+// InsertParams is a job about to be inserted, as insert middleware sees it: its
+// args encoded, the call's options laid over the kind's own, and the defaults
+// applied. Middleware may change any field; the client checks every field after
+// the middleware, as it checks a caller's input, so a change cannot slip bad
+// input past it.
+type InsertParams struct {
+	Kind string
+	// Args is the job's args as JSON: a JSON object.
+	Args        json.RawMessage
+	Queue       string
+	Priority    int
+	MaxAttempts int
+	// ScheduledAt is when the job becomes due; zero means now.
+	ScheduledAt time.Time
+	Tags        []string
+	// Metadata is a JSON object, or empty.
+	Metadata json.RawMessage
+	Unique   UniqueOpts
+
+	// encoded is Args as encodeInsert wrote it, to tell whether middleware
+	// replaced it; goJSON is set when encoding/json wrote it from a Go value
+	// (not the value's own MarshalJSON): then \ufffd in it may stand for invalid
+	// UTF-8.
+	encoded json.RawMessage
+	goJSON  bool
+}
+
+// encodeInsert encodes args and lays opts over the kind's own, with the
+// defaults applied. Only what stops the encoding is checked here; checkInsert
+// checks the rest.
+func encodeInsert(args JobArgs, opts *InsertOpts) (*InsertParams, error) {
 	if args == nil {
 		return nil, invalidf("Args", "args are nil")
 	}
@@ -129,34 +155,60 @@ func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time, che
 		return nil, invalidf("Args", "args are a nil %T", args)
 	}
 	kind := args.Kind()
-	if err := validateName("Kind", "kind", kind); err != nil {
-		return nil, err
-	}
 	encoded, err := json.Marshal(args)
 	if err != nil {
 		return nil, invalidf("Args", "args of kind %q do not encode as JSON: %v", kind, err)
 	}
-	if len(encoded) > c.config.MaxArgsBytes {
-		return nil, invalidf("Args", "args of kind %q are %d bytes; the limit is %d (Config.MaxArgsBytes)", kind, len(encoded), c.config.MaxArgsBytes)
-	}
-	if !isJSONObject(encoded) {
-		return nil, invalidf("Args", "args of kind %q must encode to a JSON object, got %s", kind, truncate(string(encoded)))
-	}
-	// encoding/json writes invalid UTF-8 in a Go string as \ufffd; JSON from the
-	// caller's own MarshalJSON (RawArgs) is kept as written, where \ufffd is a
-	// replacement character meant as such.
 	_, ownJSON := args.(json.Marshaler)
-	if err := check.check(encoded, !ownJSON); err != nil {
-		return nil, invalidf("Args", "args of kind %q have %v", kind, err)
-	}
-
 	merged := mergeOpts(args, opts)
-	p := &weirdriver.JobInsertParams{
-		Kind: kind, Queue: merged.Queue, Args: encoded, Priority: merged.Priority,
+	p := &InsertParams{
+		Kind: kind, Args: encoded, Queue: merged.Queue, Priority: merged.Priority,
 		MaxAttempts: merged.MaxAttempts, ScheduledAt: merged.ScheduledAt, Tags: merged.Tags,
+		Metadata: merged.Metadata, Unique: merged.Unique, encoded: encoded, goJSON: !ownJSON,
 	}
 	if p.Queue == "" {
 		p.Queue = DefaultQueue
+	}
+	if p.Priority == 0 {
+		p.Priority = DefaultPriority
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	return p, nil
+}
+
+// checkInsert checks a job to insert and returns what the driver writes. now is
+// the client's clock, used only to place a unique job in its period. check
+// reads the args' and metadata's JSON once more for what the stores cannot keep
+// alike; one checker serves a whole batch.
+func (c *Client) checkInsert(in *InsertParams, now time.Time, check *jsonChecker) (*weirdriver.JobInsertParams, error) {
+	if in == nil {
+		return nil, invalidf("params", "the job is nil")
+	}
+	kind := in.Kind
+	if err := validateName("Kind", "kind", kind); err != nil {
+		return nil, err
+	}
+	if len(in.Args) > c.config.MaxArgsBytes {
+		return nil, invalidf("Args", "args of kind %q are %d bytes; the limit is %d (Config.MaxArgsBytes)", kind, len(in.Args), c.config.MaxArgsBytes)
+	}
+	// json.Marshal wrote valid JSON; args that insert middleware may have
+	// changed are read again.
+	asEncoded := sameBytes(in.Args, in.encoded)
+	reread := !asEncoded || len(c.config.InsertMiddleware) > 0
+	if !isJSONObject(in.Args) || reread && !json.Valid(in.Args) {
+		return nil, invalidf("Args", "args of kind %q must encode to a JSON object, got %s", kind, truncate(string(in.Args)))
+	}
+	// encoding/json writes invalid UTF-8 in a Go string as \ufffd; JSON from the
+	// caller's own MarshalJSON (RawArgs) or from middleware is kept as written,
+	// where \ufffd is a replacement character meant as such.
+	if err := check.check(in.Args, in.goJSON && asEncoded); err != nil {
+		return nil, invalidf("Args", "args of kind %q have %v", kind, err)
+	}
+	p := &weirdriver.JobInsertParams{
+		Kind: kind, Queue: in.Queue, Args: in.Args, Priority: in.Priority,
+		MaxAttempts: in.MaxAttempts, ScheduledAt: in.ScheduledAt, Tags: in.Tags,
 	}
 	if !p.ScheduledAt.IsZero() {
 		if err := checkTime("InsertOpts.ScheduledAt", "scheduled time", p.ScheduledAt); err != nil {
@@ -166,16 +218,10 @@ func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time, che
 	if err := validateName("InsertOpts.Queue", "queue", p.Queue); err != nil {
 		return nil, err
 	}
-	switch {
-	case p.Priority == 0:
-		p.Priority = DefaultPriority
-	case p.Priority < 1 || p.Priority > 4:
+	if p.Priority < 1 || p.Priority > 4 {
 		return nil, invalidf("InsertOpts.Priority", "priority %d is out of range 1..4", p.Priority)
 	}
-	switch {
-	case p.MaxAttempts == 0:
-		p.MaxAttempts = DefaultMaxAttempts
-	case p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts:
+	if p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts {
 		return nil, invalidf("InsertOpts.MaxAttempts", "max attempts %d is out of range 1..%d", p.MaxAttempts, MaxMaxAttempts)
 	}
 	if len(p.Tags) > MaxTags {
@@ -186,15 +232,15 @@ func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time, che
 			return nil, err
 		}
 	}
-	if len(merged.Metadata) > 0 {
-		if !json.Valid(merged.Metadata) || !isJSONObject(merged.Metadata) {
-			return nil, invalidf("InsertOpts.Metadata", "metadata must be a JSON object, got %s", truncate(string(merged.Metadata)))
+	if len(in.Metadata) > 0 {
+		if !json.Valid(in.Metadata) || !isJSONObject(in.Metadata) {
+			return nil, invalidf("InsertOpts.Metadata", "metadata must be a JSON object, got %s", truncate(string(in.Metadata)))
 		}
-		if len(merged.Metadata) > c.config.MaxArgsBytes {
-			return nil, invalidf("InsertOpts.Metadata", "metadata is %d bytes; the limit is %d (Config.MaxArgsBytes)", len(merged.Metadata), c.config.MaxArgsBytes)
+		if len(in.Metadata) > c.config.MaxArgsBytes {
+			return nil, invalidf("InsertOpts.Metadata", "metadata is %d bytes; the limit is %d (Config.MaxArgsBytes)", len(in.Metadata), c.config.MaxArgsBytes)
 		}
 		var compact bytes.Buffer
-		if err := json.Compact(&compact, merged.Metadata); err != nil {
+		if err := json.Compact(&compact, in.Metadata); err != nil {
 			return nil, invalidf("InsertOpts.Metadata", "metadata is not valid JSON: %v", err)
 		}
 		if err := check.check(compact.Bytes(), false); err != nil {
@@ -202,12 +248,17 @@ func (c *Client) insertParams(args JobArgs, opts *InsertOpts, now time.Time, che
 		}
 		p.Metadata = compact.Bytes()
 	}
-	if !merged.Unique.isZero() {
-		if err := setUnique(p, &merged.Unique, now); err != nil {
+	if !in.Unique.isZero() {
+		if err := setUnique(p, &in.Unique, now); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// sameBytes reports whether a and b are the same slice of the same array.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // mergeOpts lays opts over the kind's own defaults, field by field.

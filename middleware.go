@@ -33,3 +33,29 @@ func chainWork(mw []WorkerMiddleware, h WorkHandler) WorkHandler {
 	}
 	return h
 }
+
+// InsertHandler inserts a batch of jobs and returns one result per job, in
+// order: the client's insert, or the middleware between the caller and it.
+type InsertHandler func(ctx context.Context, jobs []*InsertParams) ([]*InsertResult, error)
+
+// InsertMiddleware wraps every insert (Insert, InsertTx, InsertMany and the
+// others) as HTTP middleware wraps a handler. It runs in the caller's goroutine
+// with the caller's context, after the client encoded the args and laid the
+// options over their defaults, and before it checks and writes the jobs.
+//
+// It may change the jobs (add metadata or tags, say) but not add or remove any:
+// the client checks every job after the middleware, as it checks a caller's
+// input, and refuses a batch whose length changed. It may refuse the insert by
+// returning an error without calling next; nothing is written then, and the
+// caller gets its error as it is. Inside a caller's transaction, next writes in
+// that transaction. A panic in a middleware is the caller's, as in any function
+// it calls.
+type InsertMiddleware func(next InsertHandler) InsertHandler
+
+// chainInsert wraps h in mw, the first outermost.
+func chainInsert(mw []InsertMiddleware, h InsertHandler) InsertHandler {
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return h
+}

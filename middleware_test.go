@@ -225,3 +225,221 @@ func (nilMiddlewareWorker) Work(context.Context, *weir.Job[probeArgs]) error { r
 func (nilMiddlewareWorker) Middleware() []weir.WorkerMiddleware {
 	return []weir.WorkerMiddleware{nil}
 }
+
+// stampMiddleware adds {"stamp": name} to each job's metadata and the tag name,
+// records the jobs it saw and the ids it got back.
+type stampMiddleware struct {
+	name string
+	mu   sync.Mutex
+	seen []weir.InsertParams
+	ids  []int64
+}
+
+func (s *stampMiddleware) middleware(next weir.InsertHandler) weir.InsertHandler {
+	return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) {
+		s.mu.Lock()
+		for _, j := range jobs {
+			s.seen = append(s.seen, *j)
+			meta := map[string]any{}
+			if len(j.Metadata) > 0 {
+				if err := json.Unmarshal(j.Metadata, &meta); err != nil {
+					s.mu.Unlock()
+					return nil, err
+				}
+			}
+			meta["stamp"] = append(toStrings(meta["stamp"]), s.name)
+			j.Metadata, _ = json.Marshal(meta)
+			j.Tags = append(j.Tags, s.name)
+		}
+		s.mu.Unlock()
+		res, err := next(ctx, jobs)
+		s.mu.Lock()
+		for _, r := range res {
+			s.ids = append(s.ids, r.Job.ID)
+		}
+		s.mu.Unlock()
+		return res, err
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, x := range list {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+// TestInsertMiddleware checks that insert middleware see every job with its
+// defaults applied, in order, the first outermost, on every insert call (one
+// statement, the bulk path, a caller's transaction); that what they change is
+// written; and that they see the results.
+func TestInsertMiddleware(t *testing.T) {
+	t.Parallel()
+	outer, inner := &stampMiddleware{name: "outer"}, &stampMiddleware{name: "inner"}
+	b := setup(t, &setupOpts{config: &weir.Config{
+		InsertMiddleware: []weir.InsertMiddleware{outer.middleware, inner.middleware},
+	}})
+	ctx := testCtx(t)
+	var ids []int64
+	// Room in the caller's slice, which a middleware's append must not use.
+	tags := append(make([]string, 0, 4), "mine")
+	res, err := b.client.Insert(ctx, emailArgs{To: "one"}, &weir.InsertOpts{Metadata: json.RawMessage(`{"own": 1}`), Tags: tags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if extra := tags[:2]; extra[1] != "" {
+		t.Errorf("a middleware wrote into the caller's tags: %q", extra)
+	}
+	ids = append(ids, res.Job.ID)
+	many := make([]weir.InsertManyParams, 100) // past the bulk threshold
+	for i := range many {
+		many[i] = weir.InsertManyParams{Args: emailArgs{To: "many"}}
+	}
+	results, err := b.client.InsertMany(ctx, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		ids = append(ids, r.Job.ID)
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = b.client.InsertTx(ctx, tx, emailArgs{To: "tx"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, res.Job.ID)
+
+	for _, s := range []*stampMiddleware{outer, inner} {
+		if !slices.Equal(s.ids, ids) {
+			t.Errorf("%s saw ids %v, want %v", s.name, s.ids, ids)
+		}
+		if len(s.seen) != len(ids) {
+			t.Fatalf("%s saw %d jobs, want %d", s.name, len(s.seen), len(ids))
+		}
+		first := s.seen[0]
+		if first.Kind != (emailArgs{}).Kind() || first.Queue != weir.DefaultQueue || first.Priority != weir.DefaultPriority ||
+			first.MaxAttempts != weir.DefaultMaxAttempts || string(first.Args) != `{"to":"one"}` {
+			t.Errorf("%s saw %+v, want the encoded job with its defaults", s.name, first)
+		}
+	}
+	// The inner one saw what the outer one changed.
+	if got := string(inner.seen[0].Metadata); !strings.Contains(got, `"stamp":["outer"]`) {
+		t.Errorf("the inner middleware saw metadata %s, want the outer one's stamp", got)
+	}
+	for _, id := range ids {
+		job := b.job(t, id)
+		var meta struct {
+			Own   int      `json:"own"`
+			Stamp []string `json:"stamp"`
+		}
+		if err := json.Unmarshal(job.Metadata, &meta); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(meta.Stamp, []string{"outer", "inner"}) || !slices.Contains(job.Tags, "outer") || !slices.Contains(job.Tags, "inner") {
+			t.Errorf("job %d: metadata %s, tags %v, want both stamps", id, job.Metadata, job.Tags)
+		}
+		if id == ids[0] && (meta.Own != 1 || !slices.Equal(job.Tags, []string{"mine", "outer", "inner"})) {
+			t.Errorf("the first job lost its own metadata or tags: %s, %v", job.Metadata, job.Tags)
+		}
+	}
+}
+
+// TestInsertMiddlewareRefusals checks that an insert middleware can refuse an
+// insert, that every change it makes is checked as a caller's input is, that a
+// batch whose length it changed is refused, and that in each case nothing is
+// written.
+func TestInsertMiddlewareRefusals(t *testing.T) {
+	t.Parallel()
+	errRefused := errors.New("refused by middleware")
+	each := func(change func(*weir.InsertParams)) weir.InsertMiddleware {
+		return func(next weir.InsertHandler) weir.InsertHandler {
+			return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) {
+				for _, j := range jobs {
+					change(j)
+				}
+				return next(ctx, jobs)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		mw   weir.InsertMiddleware
+		// field is the InvalidError's Field; when empty, want is in the error.
+		field, want string
+	}{
+		{"refuse", func(weir.InsertHandler) weir.InsertHandler {
+			return func(context.Context, []*weir.InsertParams) ([]*weir.InsertResult, error) { return nil, errRefused }
+		}, "", "refused by middleware"},
+		{"priority", each(func(j *weir.InsertParams) { j.Priority = 9 }), "InsertOpts.Priority", "priority 9 is out of range"},
+		{"queue", each(func(j *weir.InsertParams) { j.Queue = "a queue" }), "InsertOpts.Queue", "characters outside"},
+		{"kind", each(func(j *weir.InsertParams) { j.Kind = "" }), "Kind", "kind is empty"},
+		{"tag", each(func(j *weir.InsertParams) { j.Tags = []string{"bad tag"} }), "InsertOpts.Tags", "characters outside"},
+		{"args not JSON", each(func(j *weir.InsertParams) { j.Args = json.RawMessage(`{"a":`) }), "Args", "must encode to a JSON object"},
+		{"args changed in place", each(func(j *weir.InsertParams) { j.Args[len(j.Args)-1] = ',' }), "Args", "must encode to a JSON object"},
+		{"args an array", each(func(j *weir.InsertParams) { j.Args = json.RawMessage(`[1]`) }), "Args", "must encode to a JSON object"},
+		{"args with NUL", each(func(j *weir.InsertParams) { j.Args = json.RawMessage(`{"a":"\u0000"}`) }), "Args", "NUL character"},
+		{"metadata", each(func(j *weir.InsertParams) { j.Metadata = json.RawMessage(`"x"`) }), "InsertOpts.Metadata", "must be a JSON object"},
+		{"metadata duplicate key", each(func(j *weir.InsertParams) { j.Metadata = json.RawMessage(`{"a":1,"a":2}`) }), "InsertOpts.Metadata", `the key "a" twice`},
+		{"scheduled", each(func(j *weir.InsertParams) { j.ScheduledAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }), "InsertOpts.ScheduledAt", "out of range"},
+		{"unique", each(func(j *weir.InsertParams) { j.Unique.ByPeriod = -time.Second }), "InsertOpts.Unique.ByPeriod", "negative"},
+		{"dropped job", func(next weir.InsertHandler) weir.InsertHandler {
+			return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) { return next(ctx, jobs[1:]) }
+		}, "", "insert middleware passed on 1 jobs of the 2 it was given; nothing was written"},
+		{"nil job", func(next weir.InsertHandler) weir.InsertHandler {
+			return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) {
+				return next(ctx, []*weir.InsertParams{jobs[0], nil})
+			}
+		}, "params", "the job is nil"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, &setupOpts{config: &weir.Config{InsertMiddleware: []weir.InsertMiddleware{tc.mw}}})
+			ctx := testCtx(t)
+			_, err := b.client.InsertMany(ctx, []weir.InsertManyParams{{Args: emailArgs{To: "a"}}, {Args: emailArgs{To: "b"}}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+			if tc.field != "" {
+				if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != tc.field || e.Jobs != 2 {
+					t.Errorf("error %#v, want an *InvalidError about %s in a batch of 2", err, tc.field)
+				}
+			}
+			if tc.name == "refuse" && err != errRefused {
+				t.Errorf("error %v, want the middleware's own", err)
+			}
+			if n := b.count(t, "true"); n != 0 {
+				t.Errorf("%d jobs written", n)
+			}
+		})
+	}
+}
+
+// TestInsertMiddlewareResults checks that a middleware that returns a result
+// per job it did not write is reported, not passed on as a short slice.
+func TestInsertMiddlewareResults(t *testing.T) {
+	t.Parallel()
+	short := func(next weir.InsertHandler) weir.InsertHandler {
+		return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) {
+			res, err := next(ctx, jobs)
+			return res[:0], err
+		}
+	}
+	b := setup(t, &setupOpts{config: &weir.Config{InsertMiddleware: []weir.InsertMiddleware{short}}})
+	res, err := b.client.Insert(testCtx(t), emailArgs{To: "a"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "insert middleware returned 0 results for 1 jobs, which may have been written") || res != nil {
+		t.Errorf("%v, %v: want an error saying the middleware returned no result", res, err)
+	}
+	_, err = weir.NewClient(b.driver, &weir.Config{InsertMiddleware: []weir.InsertMiddleware{short, nil}})
+	if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != "Config.InsertMiddleware" ||
+		!strings.Contains(e.Message, "Config.InsertMiddleware[1] is nil") {
+		t.Errorf("nil insert middleware: %v", err)
+	}
+}

@@ -391,7 +391,9 @@ func TestInsertMiddlewareRefusals(t *testing.T) {
 		{"scheduled", each(func(j *weir.InsertParams) { j.ScheduledAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }), "InsertOpts.ScheduledAt", "out of range"},
 		{"unique", each(func(j *weir.InsertParams) { j.Unique.ByPeriod = -time.Second }), "InsertOpts.Unique.ByPeriod", "negative"},
 		{"dropped job", func(next weir.InsertHandler) weir.InsertHandler {
-			return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) { return next(ctx, jobs[1:]) }
+			return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) {
+				return next(ctx, jobs[1:])
+			}
 		}, "", "insert middleware passed on 1 jobs of the 2 it was given; nothing was written"},
 		{"nil job", func(next weir.InsertHandler) weir.InsertHandler {
 			return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) {

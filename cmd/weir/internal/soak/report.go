@@ -43,7 +43,7 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("connection kills", fmt.Sprintf("%d (%d backends)", r.ConnKills, r.BackendsKilled))
 	row("PostgreSQL restarts", r.PGRestarts)
 	if len(skipped) > 0 {
-		row("faults skipped (no ready worker)", fmt.Sprint(skipped))
+		row("faults skipped (no ready worker before the end)", fmt.Sprint(skipped))
 	}
 	row("worker start failures", startFailures)
 	row("retries (planned failures, timeouts)", r.Retries)

@@ -614,23 +614,34 @@ func (s *soakRun) victim(rng *rand.Rand) *workerProc {
 }
 
 // takeVictim picks a victim for a fault of kind and marks it with mark,
-// both under s.mu. If there is no victim, it counts the fault as skipped
-// and returns nil.
-func (s *soakRun) takeVictim(kind string, rng *rand.Rand, mark func(*workerProc)) *workerProc {
-	s.mu.Lock()
-	p := s.victim(rng)
-	if p == nil {
-		if s.skipped == nil {
-			s.skipped = map[string]int{}
+// both under s.mu. While no worker is ready (all starting, stopping, killed or
+// paused) it looks again every 50 ms, so that a fault comes late rather than
+// not at all; if ctx ends first, it counts the fault as skipped and returns
+// nil.
+func (s *soakRun) takeVictim(ctx context.Context, kind string, rng *rand.Rand, mark func(*workerProc)) *workerProc {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		if p := s.victim(rng); p != nil {
+			mark(p)
+			s.mu.Unlock()
+			return p
 		}
-		s.skipped[kind]++
 		s.mu.Unlock()
-		s.logf("%s skipped: no ready worker", kind)
-		return nil
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			s.mu.Lock()
+			if s.skipped == nil {
+				s.skipped = map[string]int{}
+			}
+			s.skipped[kind]++
+			s.mu.Unlock()
+			s.logf("%s skipped: no ready worker before the end", kind)
+			return nil
+		}
 	}
-	mark(p)
-	s.mu.Unlock()
-	return p
 }
 
 func (s *soakRun) addFault(f faultEvent) {
@@ -673,7 +684,7 @@ func (s *soakRun) schedule(ctx context.Context, wg *sync.WaitGroup) {
 func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 	switch kind {
 	case faultRestart, faultKill:
-		p := s.takeVictim(kind, rng, func(p *workerProc) {
+		p := s.takeVictim(ctx, kind, rng, func(p *workerProc) {
 			now := time.Now()
 			if kind == faultRestart {
 				p.stopping, p.sigtermAt = true, now
@@ -699,7 +710,7 @@ func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 		s.startWorker(p.slot)
 	case faultPause:
 		var at time.Time
-		p := s.takeVictim(kind, rng, func(p *workerProc) {
+		p := s.takeVictim(ctx, kind, rng, func(p *workerProc) {
 			p.paused = true
 			at = time.Now()
 		})

@@ -116,12 +116,17 @@ func TestCrashBound(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b.start(t, crashConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
+	parent := b.start(t, crashConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
 		_, err := b.pool.Exec(ctx, "INSERT INTO "+b.schema+`.audit (job_id, attempt, lease_token, worker, started_at)
 			VALUES ($1, $2, $3, 'parent', clock_timestamp())`, job.ID, job.Attempt, job.LeaseToken)
 		return err
 	})))
 	waitFor(t, 30*time.Second, "every job to complete", func() bool { return b.count(t, "state = 'completed'") == 23 })
+	// The parent is the only client left, so it led and rescued every job the
+	// child held.
+	if s := parent.Stats(); s.Rescued != 3 || s.LeaderElections < 1 {
+		t.Errorf("parent's stats %+v, want 3 rescued and a term won", s)
+	}
 
 	runs := func(id int64) int {
 		var n int

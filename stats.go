@@ -39,6 +39,10 @@ type Stats struct {
 	EventsDropped int64
 	// HookPanics counts hook calls that panicked (the first is logged).
 	HookPanics int64
+	// Maintenance, counted while this client leads: the jobs rescued from
+	// expired leases, the scheduled and retryable jobs made available, the
+	// final jobs pruned, and the terms won (LeaderElections).
+	Rescued, Scheduled, Pruned, LeaderElections int64
 }
 
 // Stats returns the runtime's counters.
@@ -55,6 +59,8 @@ func (c *Client) Stats() Stats {
 		s.Finalized = e.stats.finalized.Load()
 		s.Released = e.stats.released.Load()
 		s.Abandoned = e.stats.abandoned.Load()
+		m := e.maint.Stats()
+		s.Rescued, s.Scheduled, s.Pruned, s.LeaderElections = m.Rescued, m.Scheduled, m.Pruned, m.Elections
 	}
 	return s
 }

@@ -264,6 +264,9 @@ type JobListParams struct {
 type QueueStats struct {
 	Name   string
 	Counts map[weirtype.JobState]int64
+	// OldestAvailableAt is the scheduled time of the queue's oldest available
+	// job, the one waiting longest for a worker; zero when none is available.
+	OldestAvailableAt time.Time
 	// Paused is set while the queue is paused.
 	Paused bool
 }

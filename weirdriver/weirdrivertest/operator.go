@@ -130,6 +130,49 @@ func testQueueList(t *testing.T, d weirdriver.Driver) {
 		queues[1].Name != "beta" || queues[1].Counts[weirtype.JobStateCancelled] != 1 {
 		t.Fatalf("queues: %+v %+v", queues[0], queues[len(queues)-1])
 	}
+	if oldest := queues[0].OldestAvailableAt; oldest.IsZero() || oldest.Before(time.Now().Add(-time.Hour)) {
+		t.Errorf("alpha's oldest available job at %v, want about now", queues[0].OldestAvailableAt)
+	}
+	if !queues[1].OldestAvailableAt.IsZero() {
+		t.Errorf("beta has no available job but its oldest is at %v", queues[1].OldestAvailableAt)
+	}
+}
+
+// testQueueListOldestAvailable checks that a queue's oldest available job is
+// the one scheduled earliest among its available jobs, whatever the other
+// states hold.
+func testQueueListOldestAvailable(t *testing.T, d weirdriver.Driver) {
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	at := func(q string, ago time.Duration) *weirdriver.JobInsertParams {
+		p := params("k", q, `{}`)
+		p.ScheduledAt = base.Add(-ago)
+		return p
+	}
+	insertOne(t, d, at("q", time.Minute))
+	insertOne(t, d, at("q", 3*time.Hour))
+	insertOne(t, d, at("q", time.Hour))
+	// Older, but not available: cancelled, and scheduled in the future.
+	old := insertOne(t, d, at("q", 48*time.Hour))
+	if _, err := d.Executor().JobCancel(ctx(t), old.ID); err != nil {
+		t.Fatal(err)
+	}
+	insertOne(t, d, at("q", -time.Hour))
+	future := at("later", -time.Hour)
+	insertOne(t, d, future)
+	queues, err := d.Executor().QueueList(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]time.Time{}
+	for _, q := range queues {
+		got[q.Name] = q.OldestAvailableAt
+	}
+	if want := base.Add(-3 * time.Hour); !got["q"].Equal(want) {
+		t.Errorf("q's oldest available job at %v, want %v", got["q"], want)
+	}
+	if !got["later"].IsZero() {
+		t.Errorf("a queue with only a scheduled job has its oldest available at %v, want none", got["later"])
+	}
 }
 
 // testQueuePauseResume checks that a paused queue claims nothing, shows as paused

@@ -41,6 +41,7 @@ func Run(t *testing.T, setup Setup) {
 		{"Retry", testRetry},
 		{"Delete", testDelete},
 		{"QueueList", testQueueList},
+		{"QueueListOldestAvailable", testQueueListOldestAvailable},
 		{"MigrationsApplied", testMigrationsApplied},
 		{"MigrationTx", testMigrationTx},
 		{"QueuePauseResume", testQueuePauseResume},

@@ -239,9 +239,10 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 			queue  string
 			state  *weirtype.JobState
 			n      int64
+			oldest *time.Time
 			paused bool
 		)
-		if err := r.Scan(&queue, &state, &n, &paused); err != nil {
+		if err := r.Scan(&queue, &state, &n, &oldest, &paused); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
@@ -249,6 +250,9 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 		}
 		if state != nil {
 			out[len(out)-1].Counts[*state] = n
+			if *state == weirtype.JobStateAvailable && oldest != nil {
+				out[len(out)-1].OldestAvailableAt = oldest.UTC()
+			}
 		}
 	}
 	if err := r.Err(); err != nil {

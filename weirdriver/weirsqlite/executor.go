@@ -482,9 +482,10 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 			queue  string
 			state  sql.NullString
 			n      int64
+			oldest sql.NullInt64
 			paused bool
 		)
-		if err := rows.Scan(&queue, &state, &n, &paused); err != nil {
+		if err := rows.Scan(&queue, &state, &n, &oldest, &paused); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
@@ -492,6 +493,9 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 		}
 		if state.Valid {
 			out[len(out)-1].Counts[weirtype.JobState(state.String)] = n
+			if weirtype.JobState(state.String) == weirtype.JobStateAvailable && oldest.Valid {
+				out[len(out)-1].OldestAvailableAt = fromMicros(oldest.Int64)
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -67,11 +67,11 @@ RETURNING {cols}`)
 	jobDelete = fill(`DELETE FROM weir_job WHERE id = ?1 AND state <> 'running' RETURNING {cols}`)
 
 	// Queues with jobs, by state, plus paused queues without jobs (state NULL).
-	queueList = `WITH counts AS (SELECT queue, state, count(*) AS n FROM weir_job GROUP BY queue, state),
+	queueList = `WITH counts AS (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM weir_job GROUP BY queue, state),
 paused AS (SELECT name FROM weir_queue WHERE paused_at IS NOT NULL)
-SELECT queue, state, n, queue IN (SELECT name FROM paused) FROM counts
+SELECT queue, state, n, oldest, queue IN (SELECT name FROM paused) FROM counts
 UNION ALL
-SELECT name, NULL, 0, 1 FROM paused WHERE name NOT IN (SELECT queue FROM counts)
+SELECT name, NULL, 0, NULL, 1 FROM paused WHERE name NOT IN (SELECT queue FROM counts)
 ORDER BY 1, 2`
 	// ?1 name, ?2 now.
 	queuePause = `INSERT INTO weir_queue (name, paused_at, updated_at) VALUES (?1, ?2, ?2)

@@ -35,10 +35,7 @@ func (t *Telemetry) InsertMiddleware() weir.InsertMiddleware {
 			carrier := propagation.MapCarrier{}
 			t.propagator.Inject(ctx, carrier)
 			if len(carrier) > 0 {
-				value, err := json.Marshal(carrier)
-				if err != nil {
-					return nil, fmt.Errorf("weirotel: encoding the trace context: %w", err)
-				}
+				value, _ := json.Marshal(carrier) // a map of strings always encodes
 				for _, job := range jobs {
 					if job != nil {
 						job.Metadata = withKey(job.Metadata, value)
@@ -162,15 +159,18 @@ func (t *Telemetry) startAttempt(ctx context.Context, job *weir.JobRow) (context
 			KindKey.String(job.Kind), AttemptKey.Int(job.Attempt), PriorityKey.Int(job.Priority),
 			LeaseTokenKey.Int64(job.LeaseToken)),
 	}
+	linked := false
 	if carrier := carrierOf(job.Metadata); carrier != nil {
 		// The extracted context carries the baggage, if the propagator
 		// reads any, and the insert span as the remote parent.
 		ctx = t.propagator.Extract(ctx, carrier)
 		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && sc.IsRemote() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+			linked = true
 		}
 	}
-	if !t.asChild {
+	// The insert span is the only parent an attempt may have.
+	if !t.asChild || !linked {
 		opts = append(opts, trace.WithNewRoot())
 	}
 	return t.tracer.Start(ctx, "process "+job.Queue, opts...)

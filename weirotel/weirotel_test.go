@@ -119,7 +119,8 @@ type taskArgs struct {
 func (taskArgs) Kind() string { return "task" }
 
 // taskWorkers do what each job's args say: "ok" completes, "fail" fails,
-// "snooze" snoozes its first run and completes the next, "panic" panics.
+// "snooze" snoozes its first run and completes the next, "panic" panics,
+// "wait" waits for its context to end.
 func taskWorkers() *weir.Workers {
 	var snoozed atomic.Bool
 	workers := weir.NewWorkers()
@@ -133,6 +134,9 @@ func taskWorkers() *weir.Workers {
 			}
 		case "panic":
 			panic("it panicked")
+		case "wait":
+			<-ctx.Done()
+			return ctx.Err()
 		}
 		return nil
 	}))
@@ -267,6 +271,25 @@ func TestSQLInsertedJob(t *testing.T) {
 		if len(span.Links()) != 0 || span.Parent().IsValid() {
 			t.Fatalf("span of a job inserted by SQL: links %v, parent %v", span.Links(), span.Parent())
 		}
+	}
+}
+
+// TestAttemptInterrupted: an attempt whose context ended says why.
+func TestAttemptInterrupted(t *testing.T) {
+	s := newStore(t)
+	p := newProcess(t, false)
+	cfg := p.config(taskWorkers(), defaultQueue)
+	cfg.JobTimeout = 50 * time.Millisecond
+	c := start(t, s, cfg)
+	if _, err := c.Insert(ctx(t), taskArgs{Do: "wait"}, &weir.InsertOpts{MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the attempt's span", func() bool { return len(p.ended(trace.SpanKindConsumer)) == 1 })
+	span := p.ended(trace.SpanKindConsumer)[0]
+	a := attrs(span.Attributes())
+	if a["weir.attempt.interrupted"].AsString() != weir.ErrJobTimeout.Error() || a["weir.attempt.result"].AsString() != "failed" ||
+		span.Status().Code != codes.Error {
+		t.Fatalf("timed-out attempt's span: %v, status %v", span.Attributes(), span.Status())
 	}
 }
 

@@ -144,6 +144,9 @@ func (b *bench) withClient(ctx context.Context, sys System, cfg ClientConfig, fn
 		if err != nil {
 			return err
 		}
+		if closer, ok := c.(interface{ Close() }); ok {
+			defer closer.Close()
+		}
 		if err := reset(ctx, b.admin, sys.JobTable()); err != nil {
 			return err
 		}

@@ -20,6 +20,13 @@ type WeirConfig struct {
 	// Defaults: 1,000 and 1,000.
 	MaxWorkers int
 	Prefetch   int
+	// Name names the system in reports. Default: "weir".
+	Name string
+	// Configure, if set, changes each client's config before the client is
+	// made (to add middleware or hooks, say). It may return a function called
+	// with the client once it is made (to register observers), which may return
+	// one called when the benchmark is done with the client (to release them).
+	Configure func(cfg *weir.Config) (made func(*weir.Client) (release func(), err error))
 }
 
 // Weir returns weir as a system under test. It works one queue, weir's default
@@ -29,6 +36,9 @@ type WeirConfig struct {
 func Weir(cfg WeirConfig) System {
 	if cfg.Schema == "" {
 		cfg.Schema = "weir_bench"
+	}
+	if cfg.Name == "" {
+		cfg.Name = "weir"
 	}
 	if cfg.MaxWorkers <= 0 {
 		cfg.MaxWorkers = 1000
@@ -44,7 +54,7 @@ func Weir(cfg WeirConfig) System {
 
 type weirSystem struct{ cfg WeirConfig }
 
-func (s *weirSystem) Name() string   { return "weir" }
+func (s *weirSystem) Name() string   { return s.cfg.Name }
 func (s *weirSystem) Schema() string { return s.cfg.Schema }
 func (s *weirSystem) JobTable() string {
 	return pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()
@@ -101,14 +111,34 @@ func (s *weirSystem) Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error) 
 		}))
 		wcfg.Queues = map[string]weir.QueueConfig{weir.DefaultQueue: s.queue(cfg.Settings, cfg.MaxWorkers)}
 	}
+	var made func(*weir.Client) (func(), error)
+	if s.cfg.Configure != nil {
+		made = s.cfg.Configure(wcfg)
+	}
 	c, err := weir.NewClient(driver, wcfg)
 	if err != nil {
 		return nil, err
 	}
-	return &weirClient{c: c}, nil
+	w := &weirClient{c: c}
+	if made != nil {
+		if w.release, err = made(c); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
-type weirClient struct{ c *weir.Client }
+type weirClient struct {
+	c       *weir.Client
+	release func() // from WeirConfig.Configure, or nil
+}
+
+// Close releases what WeirConfig.Configure set up for the client.
+func (w *weirClient) Close() {
+	if w.release != nil {
+		w.release()
+	}
+}
 
 func (w *weirClient) InsertMany(ctx context.Context, first int64, n int) error {
 	params := make([]weir.InsertManyParams, n)

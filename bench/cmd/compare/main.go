@@ -8,12 +8,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/weirq/weir/weirbench"
@@ -27,6 +30,7 @@ func main() {
 	o.RegisterFlags(flag.CommandLine)
 	jsonPath := flag.String("json", "", "also write every round's figures to `FILE` as JSON")
 	plotPath := flag.String("plot", "results/compare.svg", "write the plot to `FILE` as SVG (empty: none)")
+	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing) and river")
 	replot := flag.String("replot", "", "run nothing: print the table of the report a --json run wrote to `FILE`, and write its plot")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -44,9 +48,25 @@ func main() {
 		write(&rep, "", *plotPath)
 		return
 	}
-	systems := []weirbench.System{
-		weirbench.Weir(weirbench.WeirConfig{Schema: "weirbench_weir", MaxWorkers: *weirMaxWorkers, Prefetch: *weirPrefetch}),
-		&riverSystem{schema: "weirbench_river"},
+	weirCfg := weirbench.WeirConfig{Schema: "weirbench_weir", MaxWorkers: *weirMaxWorkers, Prefetch: *weirPrefetch}
+	known := map[string]weirbench.System{
+		"weir":      weirbench.Weir(weirCfg),
+		"weir-otel": weirWithTelemetry(weirCfg),
+		"river":     &riverSystem{schema: "weirbench_river"},
+	}
+	var systems []weirbench.System
+	for name := range strings.SplitSeq(*systemNames, ",") {
+		sys, ok := known[strings.TrimSpace(name)]
+		if !ok {
+			fail(fmt.Errorf("--systems: unknown system %q (weir, weir-otel, river)", name))
+		}
+		if slices.Contains(systems, sys) {
+			fail(fmt.Errorf("--systems: %q twice", name))
+		}
+		systems = append(systems, sys)
+	}
+	if len(systems) == 0 {
+		fail(errors.New("--systems: no system"))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -65,6 +85,9 @@ func main() {
 	}
 	o.DatabaseURL = *databaseURL
 	o.Title = "weir (working tree) vs River " + riverVersion()
+	if *systemNames != "weir,river" {
+		o.Title = "weir (working tree): " + *systemNames + " (River " + riverVersion() + ")"
+	}
 	o.Command, o.Args = "cd bench && go run ./cmd/compare", os.Args[1:]
 	o.Progress = os.Stderr
 	o.ChildCommand = append([]string{exe}, os.Args[1:]...)

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirbench"
+	"github.com/weirq/weir/weirotel"
+)
+
+// otelCollectEvery is how often the metric reader collects in the telemetry
+// variant: each collection runs the observable callbacks (one queue listing on
+// the leader) and exports to nothing, as a real reader would export somewhere.
+const otelCollectEvery = 10 * time.Second
+
+// weirWithTelemetry is weir with weirotel's insert and worker middleware, hook
+// and observers on the OpenTelemetry SDK: every span sampled and sent to an
+// exporter that drops it, every metric collected and dropped. It measures what
+// tracing and metrics cost the client, not what a backend costs.
+func weirWithTelemetry(cfg weirbench.WeirConfig) weirbench.System {
+	cfg.Name = "weir-otel"
+	cfg.Configure = func(wcfg *weir.Config) func(*weir.Client) (func(), error) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropSpans{}))
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(dropMetrics{}, sdkmetric.WithInterval(otelCollectEvery))))
+		shutdown := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = tp.Shutdown(ctx)
+			_ = mp.Shutdown(ctx)
+		}
+		tel, err := weirotel.New(&weirotel.Config{TracerProvider: tp, MeterProvider: mp})
+		if err != nil {
+			shutdown()
+			return func(*weir.Client) (func(), error) { return nil, err }
+		}
+		wcfg.InsertMiddleware = append([]weir.InsertMiddleware{tel.InsertMiddleware()}, wcfg.InsertMiddleware...)
+		wcfg.WorkerMiddleware = append([]weir.WorkerMiddleware{tel.WorkerMiddleware()}, wcfg.WorkerMiddleware...)
+		wcfg.Hooks = append(wcfg.Hooks, tel.Hook())
+		return func(c *weir.Client) (func(), error) {
+			unregister, err := tel.Observe(c)
+			if err != nil {
+				shutdown()
+				return nil, err
+			}
+			return func() { _ = unregister(); shutdown() }, nil
+		}
+	}
+	return weirbench.Weir(cfg)
+}
+
+// dropSpans is a span exporter that drops what it is given.
+type dropSpans struct{}
+
+func (dropSpans) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (dropSpans) Shutdown(context.Context) error                             { return nil }
+
+// dropMetrics is a metric exporter that drops what it is given.
+type dropMetrics struct{}
+
+func (dropMetrics) Temporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
+	return sdkmetric.DefaultTemporalitySelector(k)
+}
+
+func (dropMetrics) Aggregation(k sdkmetric.InstrumentKind) sdkmetric.Aggregation {
+	return sdkmetric.DefaultAggregationSelector(k)
+}
+func (dropMetrics) Export(context.Context, *metricdata.ResourceMetrics) error { return nil }
+func (dropMetrics) ForceFlush(context.Context) error                          { return nil }
+func (dropMetrics) Shutdown(context.Context) error                            { return nil }

@@ -260,9 +260,10 @@ func TestLeaseLossIsLogged(t *testing.T) {
 		with(jobAttrs(lockedRow, lockedRow.LeaseToken), "reason", "no renewal reached the database in time"))
 }
 
-// TestLeaseLossFloodIsLimited checks that a thousand leases lost at once, and
-// their thousand stale writes, are each logged at most ten lines a second, the
-// rest counted in summary lines.
+// TestLeaseLossFloodIsLimited checks that a thousand leases lost at once, their
+// thousand stale writes, and the rescue of the thousand jobs once their leases
+// expire, are each logged at most ten lines a second, the rest counted in
+// summary lines.
 func TestLeaseLossFloodIsLimited(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
@@ -291,7 +292,15 @@ func TestLeaseLossFloodIsLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "every write to come back stale", func() bool { return c.Stats().StaleWrites == n })
-	if err := c.Stop(testCtx(t)); err != nil {
+	// The jobs stay running under the moved tokens until their leases expire;
+	// then the client, which leads, rescues them all.
+	if _, err := b.pool.Exec(testCtx(t), "UPDATE "+b.schema+".weir_job SET lease_expires_at = now() - interval '1 hour'"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "every job rescued", func() bool { return c.Stats().Rescued == n })
+	// The rescued jobs run again; their handlers wait for the shutdown's cancel.
+	// Stop awaits the rescue's lines before it logs the summaries.
+	if err := c.StopAndCancel(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	elapsed := time.Since(begin)
@@ -300,6 +309,7 @@ func TestLeaseLossFloodIsLimited(t *testing.T) {
 	}
 	checkLimited(t, logs, "weir: lease lost", "probe", n, elapsed)
 	checkLimited(t, logs, "weir: stale write ignored: the lease was lost", "probe", n, elapsed)
+	checkLimited(t, logs, "weir: job rescued: its lease expired", "probe", n, elapsed)
 }
 
 // TestRescueIsLogged checks that a job the leader rescues from an expired lease

@@ -110,12 +110,12 @@ func (s *Service) rescue(t *term) {
 		jobs, err = exec.JobRescue(ctx, &weirdriver.JobRescueParams{Limit: s.cfg.BatchSize})
 		return len(jobs), err
 	}, func() {
-		s.rescued.Add(int64(len(jobs)))
 		if s.cfg.Rescued != nil {
 			for _, j := range jobs {
 				s.cfg.Rescued(j)
 			}
 		}
+		s.rescued.Add(int64(len(jobs))) // after the reports: Stats() seeing it means they were made
 	})
 }
 

@@ -85,8 +85,8 @@ func (l *logLimiter) log(level slog.Level, msg, key string, attrs ...any) {
 
 // job logs a line about one job at level, with the attributes every job line
 // has, then attrs; rate-limited per message and kind. token is the lease the line
-// is about, which may be older than row's. The job's args are never logged: they
-// may hold secrets, and others choose them.
+// is about. The job's args are never logged: they may hold secrets, and others
+// choose them.
 func (l *logLimiter) job(level slog.Level, msg string, row *JobRow, token int64, attrs ...any) {
 	l.log(level, msg, row.Kind, append([]any{
 		slog.Int64("job_id", row.ID), slog.String("kind", row.Kind), slog.String("queue", row.Queue),

@@ -20,8 +20,9 @@ import (
 type engine struct {
 	cfg    *Config
 	logger *slog.Logger
-	// limited logs what others can repeat at will (failing jobs, notifications),
-	// at most logLinesPerSecond lines a second of each kind.
+	// limited logs what can repeat at will (every line about one job, failed
+	// claims, renewals and writes, notifications), at most logLinesPerSecond
+	// lines a second of each message and kind.
 	limited *logLimiter
 	events  *eventBus
 	stats   *stats
@@ -163,21 +164,21 @@ func newEngine(ctx context.Context, c *Client) *engine {
 
 	e.leases = lease.NewTable(e.leaseLost)
 	e.heartbeat = lease.NewHeartbeat(lease.HeartbeatConfig{
-		Exec: exec, Leases: e.leases, Logger: cfg.Logger,
-		Interval: cfg.HeartbeatInterval, LeaseDuration: cfg.LeaseDuration,
+		Exec: exec, Leases: e.leases,
+		Warn: e.warnLimited, Interval: cfg.HeartbeatInterval, LeaseDuration: cfg.LeaseDuration,
 		Renewals: &e.stats.renewals, Hard: e.hardCtx,
 	})
 	budget := e.heartbeat.Budget()
 	e.completer = completer.New(completer.Config{
-		Exec: exec, Leases: e.leases, Logger: cfg.Logger, LeaseBudget: budget,
-		Finalized: &e.stats.finalized, Released: &e.stats.released, Abandoned: &e.stats.abandoned,
-		Written: e.outcomeWritten, Stale: e.staleWrite,
+		Exec: exec, Leases: e.leases, Warn: e.warnLimited, LeaseBudget: budget,
+		Finalized: &e.stats.finalized, Released: &e.stats.released,
+		Written: e.outcomeWritten, Stale: e.staleWrite, Abandoned: e.outcomeAbandoned,
 	})
 	deps := producerDeps{
 		exec: exec, clientID: cfg.ID, handlers: cfg.Workers, middleware: cfg.WorkerMiddleware,
 		pollInterval: cfg.FetchPollInterval, leaseDuration: cfg.LeaseDuration, leaseBudget: budget,
 		jobTimeout: cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
-		leases: e.leases, logger: cfg.Logger, limited: e.limited, events: e.events, claims: &e.stats.claims,
+		leases: e.leases, limited: e.limited, events: e.events, claims: &e.stats.claims,
 		base: context.WithoutCancel(ctx), hard: e.hardCtx, submit: e.completer.Submit,
 	}
 	for name, qc := range cfg.Queues {
@@ -192,7 +193,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	// election intervals) plus one interval to win stays inside that bound.
 	elect := min(5*time.Second, cfg.RescueInterval)
 	e.maint = maintenance.New(exec, &maintenance.Config{
-		ClientID: cfg.ID, Logger: cfg.Logger, RescueInterval: cfg.RescueInterval,
+		ClientID: cfg.ID, Logger: cfg.Logger, Rescued: e.jobRescued, RescueInterval: cfg.RescueInterval,
 		ElectInterval: elect, LeaderTTL: 3 * elect,
 		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,
 		DiscardedRetention: cfg.DiscardedRetention,
@@ -228,7 +229,7 @@ func (e *engine) start(ctx context.Context) error {
 // or waits. The lease table calls it with its mutex held.
 func (e *engine) leaseLost(j *lease.Job, why string) {
 	e.stats.leasesLost.Add(1)
-	e.logger.Warn("weir: lease lost", "job_id", j.Row.ID, "lease_token", j.Token, "reason", why)
+	e.limited.job(slog.LevelWarn, "weir: lease lost", j.Row, j.Token, slog.String("reason", why))
 	e.events.emit(EventLeaseLost, j.Row, nil, 0)
 }
 
@@ -241,9 +242,28 @@ func (e *engine) outcomeWritten(f *completer.Finalization) {
 func (e *engine) staleWrite(f *completer.Finalization) {
 	j := f.Job
 	e.stats.staleWrites.Add(1)
-	e.logger.Warn("weir: stale write ignored: the lease was lost", "job_id", j.Row.ID,
-		"lease_token", j.Token, "write", string(f.Params.Outcome))
+	e.limited.job(slog.LevelWarn, "weir: stale write ignored: the lease was lost", j.Row, j.Token,
+		slog.String("outcome", string(f.Params.Outcome)))
 	e.events.emit(EventStaleWrite, j.Row, nil, 0)
+}
+
+// outcomeAbandoned counts and logs an outcome the completer gave up on: rescue
+// will take the job.
+func (e *engine) outcomeAbandoned(f *completer.Finalization, why string) {
+	e.stats.abandoned.Add(1)
+	e.limited.job(slog.LevelWarn, "weir: outcome abandoned; rescue will take the job", f.Job.Row, f.Job.Token,
+		slog.String("outcome", string(f.Params.Outcome)), slog.String("reason", why))
+}
+
+// jobRescued logs a job the maintenance leader took back from an expired lease:
+// at ERROR when the rescue discarded it (no attempts left), else at WARN.
+func (e *engine) jobRescued(row *JobRow) {
+	level := slog.LevelWarn
+	if row.State == JobStateDiscarded {
+		level = slog.LevelError
+	}
+	e.limited.job(level, "weir: job rescued: its lease expired", row, row.LeaseToken,
+		slog.String("state", string(row.State)))
 }
 
 // pokeProducers wakes every producer: the listener (re)connected, and
@@ -269,6 +289,12 @@ func (e *engine) cancelNotified(id int64) {
 	if e.leases.IsRunning(id) {
 		e.heartbeat.RenewSoon()
 	}
+}
+
+// warnLimited logs a service's warning that may repeat at every interval while
+// the database is unreachable, rate-limited.
+func (e *engine) warnLimited(msg string, attrs ...any) {
+	e.limited.log(slog.LevelWarn, msg, "", attrs...)
 }
 
 // unknownNotified logs a control message weir does not know, rate-limited.

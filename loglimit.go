@@ -2,7 +2,6 @@ package weir
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,8 +17,9 @@ const logLimiterMaxKeys = 1000
 
 // logLimiter rate-limits repeated log lines, so that a failing kind, or a flood of
 // notifications, cannot flood the log. Per key it logs at most limit lines in each
-// second; the lines beyond are counted, and one summary line reports them when the
-// key next logs after that second, or when the client stops (flush).
+// second; the lines beyond are counted, and one summary line at the same level
+// ("weir: suppressed similar lines") reports them when the key next logs after
+// that second, or when the client stops (flush).
 type logLimiter struct {
 	logger *slog.Logger
 	now    func() time.Time
@@ -83,6 +83,18 @@ func (l *logLimiter) log(level slog.Level, msg, key string, attrs ...any) {
 	}
 }
 
+// job logs a line about one job at level, with the attributes every job line
+// has, then attrs; rate-limited per message and kind. token is the lease the line
+// is about. The job's args are never logged: they may hold secrets, and others
+// choose them.
+func (l *logLimiter) job(level slog.Level, msg string, row *JobRow, token int64, attrs ...any) {
+	l.log(level, msg, row.Kind, append([]any{
+		slog.Int64("job_id", row.ID), slog.String("kind", row.Kind), slog.String("queue", row.Queue),
+		slog.Int("attempt", row.Attempt), slog.Int("max_attempts", row.MaxAttempts),
+		slog.Int64("lease_token", token),
+	}, attrs...)...)
+}
+
 type logSummary struct {
 	key logKey
 	n   int
@@ -119,11 +131,11 @@ func (l *logLimiter) flush() {
 
 func (l *logLimiter) emitSummaries(summaries []logSummary) {
 	for _, s := range summaries {
-		attrs := []any{"message", s.key.msg}
+		attrs := []any{slog.String("message", s.key.msg)}
 		if s.key.key != "" {
-			attrs = append(attrs, "key", s.key.key)
+			attrs = append(attrs, slog.String("key", s.key.key))
 		}
-		l.logger.Log(context.Background(), s.key.level,
-			fmt.Sprintf("weir: suppressed %d similar lines", s.n), attrs...)
+		attrs = append(attrs, slog.Int("suppressed", s.n))
+		l.logger.Log(context.Background(), s.key.level, "weir: suppressed similar lines", attrs...)
 	}
 }

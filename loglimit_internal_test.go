@@ -74,7 +74,7 @@ func TestLogLimiter(t *testing.T) {
 
 	now = now.Add(time.Millisecond) // the next second: a summary, then the line
 	l.log(slog.LevelWarn, "failed", "a", "i", 11)
-	want = append(want, "WARN weir: suppressed 8 similar lines message=failed key=a", "WARN failed i=11")
+	want = append(want, "WARN weir: suppressed similar lines message=failed key=a suppressed=8", "WARN failed i=11")
 	if got := rec.lines(); !slices.Equal(got, want) {
 		t.Fatalf("next second:\n got %q\nwant %q", got, want)
 	}
@@ -84,7 +84,7 @@ func TestLogLimiter(t *testing.T) {
 	}
 	l.flush()
 	want = append(want, "WARN failed i=0", "WARN failed i=1", "WARN failed i=2",
-		"WARN weir: suppressed 2 similar lines message=failed key=b")
+		"WARN weir: suppressed similar lines message=failed key=b suppressed=2")
 	if got := rec.lines(); !slices.Equal(got, want) {
 		t.Fatalf("flush:\n got %q\nwant %q", got, want)
 	}
@@ -117,7 +117,7 @@ func TestLogLimiterManyKeys(t *testing.T) {
 		t.Fatalf("%d keys tracked after their second ended, want 1", n)
 	}
 	last := rec.lines()[len(rec.lines())-2:]
-	if !strings.Contains(last[0], "suppressed 1999 similar lines") {
+	if !strings.Contains(last[0], "suppressed similar lines message=m suppressed=1999") {
 		t.Fatalf("no summary for the shared budget: %q", last)
 	}
 }

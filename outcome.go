@@ -90,13 +90,12 @@ func logFailure(limited *logLimiter, j *lease.Job, f *completer.Finalization, ca
 	default:
 		return
 	}
-	attrs := []any{"kind", j.Row.Kind, "job_id", j.Row.ID, "attempt", j.Row.Attempt,
-		"max_attempts", j.Row.MaxAttempts, "error", f.Err.Error()}
+	attrs := []any{slog.String("error", f.Err.Error())}
 	if f.Params.Outcome == weirdriver.OutcomeRetry {
-		attrs = append(attrs, "retry_at", f.Params.ScheduledAt)
+		attrs = append(attrs, slog.Time("retry_at", f.Params.ScheduledAt))
 	}
 	if pe := (*PanicError)(nil); errors.As(f.Err, &pe) {
-		attrs = append(attrs, "stack", pe.Stack)
+		attrs = append(attrs, slog.String("stack", pe.Stack))
 	}
-	limited.log(level, msg, j.Row.Kind, attrs...)
+	limited.job(level, msg, j.Row, j.Token, attrs...)
 }

@@ -36,8 +36,7 @@ type producerDeps struct {
 	pollInterval, leaseDuration, leaseBudget, jobTimeout time.Duration
 	retryPolicy                                          RetryPolicy
 	leases                                               *lease.Table
-	logger                                               *slog.Logger
-	// limited logs failed attempts, rate-limited.
+	// limited logs failed attempts and failed claims, rate-limited.
 	limited *logLimiter
 	events  *eventBus
 	// claims counts claim statements.
@@ -209,7 +208,7 @@ func (p *producer) fill() (got int, more bool, err error) {
 	p.claims.Add(1)
 	if err != nil {
 		if p.hard.Err() == nil {
-			p.logger.Error("weir: claim jobs", "queue", p.queue, "error", err)
+			p.limited.log(slog.LevelError, "weir: claim jobs", p.queue, slog.String("queue", p.queue), slog.Any("error", err))
 		}
 		return 0, false, err
 	}

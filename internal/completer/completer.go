@@ -32,16 +32,21 @@ const maxBatch = 2000
 type Config struct {
 	Exec   weirdriver.Executor
 	Leases *lease.Table
-	Logger *slog.Logger
+	// Warn logs a failed write that will be retried; the client rate-limits it.
+	Warn func(msg string, attrs ...any)
 	// LeaseBudget is how long after a claim or renewal is sent a lease is trusted:
 	// a write that takes longer is cut.
 	LeaseBudget time.Duration
-	// Finalized counts outcomes written, Released the prefetched jobs among them
-	// given back, and Abandoned the outcomes not written.
-	Finalized, Released, Abandoned *atomic.Int64
+	// Finalized counts outcomes written, and Released the prefetched jobs among
+	// them given back.
+	Finalized, Released *atomic.Int64
 	// Written is told of each outcome written; Stale of each write that matched
 	// nothing (the lease had been lost).
 	Written, Stale func(*Finalization)
+	// Abandoned is told of each outcome given up on, and why: its lease could no
+	// longer be trusted, Stop's budget ran out, or it came after the completer
+	// closed. Rescue takes those jobs.
+	Abandoned func(f *Finalization, why string)
 }
 
 // Completer writes outcomes in batches, each batch one fenced statement. Every
@@ -78,9 +83,7 @@ func (c *Completer) Submit(f *Finalization) {
 	if c.closed {
 		c.mu.Unlock()
 		c.noteUnwritten(f)
-		c.cfg.Abandoned.Add(1)
-		c.cfg.Logger.Warn("weir: outcome dropped after stop; rescue will take the job",
-			"job_id", f.Job.Row.ID, "lease_token", f.Job.Token)
+		c.cfg.Abandoned(f, "the client had stopped")
 		return
 	}
 	c.queue = append(c.queue, f)
@@ -194,7 +197,7 @@ func (c *Completer) Run(ctx context.Context) {
 				c.abandonAll()
 				return
 			}
-			c.cfg.Logger.Warn("weir: write outcomes; retrying", "jobs", len(batch), "error", err)
+			c.cfg.Warn("weir: write outcomes; retrying", slog.Int("jobs", len(batch)), slog.Any("error", err))
 			retry = batch
 			t := time.NewTimer(backoff)
 			select {
@@ -267,9 +270,7 @@ func (c *Completer) abandon(batch []*Finalization, why string) {
 	for _, f := range batch {
 		c.cfg.Leases.Remove(f.Job)
 		c.noteUnwritten(f)
-		c.cfg.Abandoned.Add(1)
-		c.cfg.Logger.Warn("weir: outcome abandoned; rescue will take the job", "job_id", f.Job.Row.ID,
-			"lease_token", f.Job.Token, "outcome", f.Params.Outcome, "reason", why)
+		c.cfg.Abandoned(f, why)
 	}
 	c.resolve(len(batch))
 }

@@ -20,7 +20,9 @@ const earlyRenewGap = 100 * time.Millisecond
 type HeartbeatConfig struct {
 	Exec   weirdriver.Executor
 	Leases *Table
-	Logger *slog.Logger
+	// Warn logs a failed renewal; the client rate-limits it, since a renewal
+	// that fails may fail every interval until the database is back.
+	Warn func(msg string, attrs ...any)
 	// Interval is how often every lease is renewed; LeaseDuration how long a
 	// renewal holds a lease (the database's clock).
 	Interval      time.Duration
@@ -133,7 +135,7 @@ func (h *Heartbeat) renew(ctx context.Context) {
 	})
 	if err != nil {
 		if ctx.Err() == nil || h.cfg.Hard.Err() == nil {
-			h.cfg.Logger.Warn("weir: renew leases", "leases", len(ids), "error", err)
+			h.cfg.Warn("weir: renew leases", slog.Int("leases", len(ids)), slog.Any("error", err))
 		}
 		return
 	}

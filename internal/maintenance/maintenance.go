@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
 )
 
 // LeaderName is the name maintenance leadership is elected under.
@@ -38,6 +39,10 @@ type Config struct {
 	ClientID string
 	// Logger receives the service's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Rescued, when set, is told of each job rescued from an expired lease (its
+	// row after the rescue), for the client to log, rate-limited, as it logs
+	// every line about one job.
+	Rescued func(row *weirtype.JobRow)
 	// RescueInterval is how often expired leases are rescued. Required.
 	RescueInterval time.Duration
 	// CompletedRetention, CancelledRetention and DiscardedRetention say how long
@@ -288,7 +293,7 @@ func (s *Service) elect(ctx, callCtx context.Context) {
 	// lose ends the term. Leadership that is no longer trusted is dropped at once:
 	// IsLeader turns false and statements in flight are cut. A graceful end lets
 	// them finish first (each ends by the term's local deadline anyway).
-	lose := func(graceful bool, why string, attrs ...any) {
+	lose := func(graceful bool, why string, attrs ...slog.Attr) {
 		if t == nil {
 			return
 		}
@@ -302,7 +307,8 @@ func (s *Service) elect(ctx, callCtx context.Context) {
 		s.deadline.Store(0)
 		t.cut()
 		t = nil
-		s.logger.Info("maintenance: leadership ended: "+why, attrs...)
+		s.logger.LogAttrs(context.Background(), slog.LevelInfo, "weir: leadership ended",
+			append([]slog.Attr{slog.String("reason", why)}, attrs...)...)
 	}
 	defer func() {
 		lose(true, "stopping")
@@ -339,7 +345,7 @@ func (s *Service) elect(ctx, callCtx context.Context) {
 			return
 		case err != nil:
 			mayHold = true // the statement may have committed before it failed
-			s.logger.Warn("maintenance: elect leader", slog.Any("error", err))
+			s.logger.Warn("weir: maintenance: elect leader", slog.Any("error", err))
 			lose(false, "renewal failed", slog.Any("error", err))
 			continue
 		case !won:
@@ -347,7 +353,8 @@ func (s *Service) elect(ctx, callCtx context.Context) {
 			if t != nil {
 				// The store's term ended before the local deadline: the clocks
 				// disagree by more than the margin.
-				s.logger.Warn("maintenance: term lost before its local deadline", slog.Duration("margin", s.cfg.ElectInterval))
+				s.logger.Warn("weir: leadership term ended in the database before its local deadline",
+					slog.Duration("margin", s.cfg.ElectInterval))
 			}
 			lose(false, "another client leads")
 			continue
@@ -370,7 +377,7 @@ func (s *Service) elect(ctx, callCtx context.Context) {
 // startTerm starts the maintenance tasks of a term just won.
 func (s *Service) startTerm(callCtx context.Context) *term {
 	s.elections.Add(1)
-	s.logger.Info("maintenance: leadership won")
+	s.logger.Info("weir: leadership won")
 	t := &term{}
 	t.stmt, t.cut = context.WithCancel(callCtx)
 	t.loop, t.end = context.WithCancel(t.stmt)
@@ -385,6 +392,6 @@ func (s *Service) resign(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaderTTL)
 	defer cancel()
 	if err := s.exec.LeaderResign(ctx, LeaderName, s.cfg.ClientID); err != nil {
-		s.logger.Warn("maintenance: resign leadership", slog.Any("error", err))
+		s.logger.Warn("weir: maintenance: resign leadership", slog.Any("error", err))
 	}
 }

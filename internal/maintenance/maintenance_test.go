@@ -415,6 +415,8 @@ func TestRescue(t *testing.T) {
 	cfg.RescueInterval = 50 * time.Millisecond
 	// Only the rescue pass itself can make the rescued jobs available.
 	cfg.ScheduleInterval = time.Hour
+	reported := make(chan *weirtype.JobRow, 10)
+	cfg.Rescued = func(row *weirtype.JobRow) { reported <- row }
 	s := start(t, b.exec, cfg)
 
 	rescued := func(job *weirtype.JobRow) bool {
@@ -436,6 +438,27 @@ func TestRescue(t *testing.T) {
 	})
 	// The counter follows the commit that the test has seen.
 	awaitCond(t, "Stats().Rescued = 4", nil, func() bool { return s.Stats().Rescued == 4 })
+	// Each job is reported once, as the rescue left it, with the lost lease's token.
+	want := map[int64]weirtype.JobState{last.ID: weirtype.JobStateDiscarded}
+	for _, j := range retried {
+		want[j.ID] = weirtype.JobStateRetryable
+	}
+	for range 4 {
+		select {
+		case row := <-reported:
+			if st, ok := want[row.ID]; !ok || row.State != st || row.LeaseToken == 0 || row.Attempt != 1 {
+				t.Fatalf("reported %+v; want one of %v, once", row, want)
+			}
+			delete(want, row.ID)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("jobs %v not reported", want)
+		}
+	}
+	select {
+	case row := <-reported:
+		t.Fatalf("job %d reported again", row.ID)
+	default:
+	}
 }
 
 // TestBatchesFencedByLeadership checks that a service that still believes it leads,
@@ -447,6 +470,7 @@ func TestBatchesFencedByLeadership(t *testing.T) {
 	cfg := taskConfig(t, "deposed")
 	cfg.ElectInterval, cfg.LeaderTTL = time.Minute, 3*time.Minute // no renewal during the test
 	cfg.RescueInterval = 20 * time.Millisecond
+	cfg.Rescued = func(row *weirtype.JobRow) { t.Errorf("a refused batch reported job %d rescued", row.ID) }
 	s := start(t, b.exec, cfg)
 	awaitCond(t, "leadership", nil, s.IsLeader)
 	// Another client takes the term behind the service's back.

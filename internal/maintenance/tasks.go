@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
 )
 
 // every runs task every interval until the term ends, and once at the start
@@ -28,15 +29,16 @@ func (s *Service) every(t *term, interval time.Duration, now bool, task func(*te
 }
 
 // batches runs stmt, which changes up to BatchSize rows, until it changes fewer,
-// fails or the term ends. Each statement's context ends at the term's local
-// deadline, or sooner when the term ends.
+// fails or the term ends, and calls committed, if set, after each batch that
+// committed. Each statement's context ends at the term's local deadline, or
+// sooner when the term ends.
 //
 // The local deadline alone cannot keep two leaders apart: a statement cut by its
 // context may still run to commit on the server. So each statement runs in a
 // transaction that first renews the term, which locks the leader row until the
 // transaction ends: no other client can take leadership while a batch of ours is
 // in flight, and a batch whose term is already gone changes nothing.
-func (s *Service) batches(t *term, what string, stmt func(ctx context.Context, exec weirdriver.Executor) (int, error)) {
+func (s *Service) batches(t *term, what string, stmt func(ctx context.Context, exec weirdriver.Executor) (int, error), committed func()) {
 	for {
 		deadline, ok := s.termDeadline()
 		if !ok || t.loop.Err() != nil {
@@ -48,9 +50,12 @@ func (s *Service) batches(t *term, what string, stmt func(ctx context.Context, e
 		if err != nil {
 			// An error because the term ended is expected, not a problem.
 			if t.loop.Err() == nil && s.IsLeader() {
-				s.logger.Warn("maintenance: "+what, slog.Any("error", err))
+				s.logger.Warn("weir: maintenance: "+what, slog.Any("error", err))
 			}
 			return
+		}
+		if committed != nil {
+			committed()
 		}
 		if n < s.cfg.BatchSize {
 			return
@@ -99,20 +104,18 @@ func (s *Service) rescue(t *term) {
 			s.schedule(t)
 		}
 	}()
+	var jobs []*weirtype.JobRow // the batch's, reported once it committed
 	s.batches(t, "rescue expired leases", func(ctx context.Context, exec weirdriver.Executor) (int, error) {
-		jobs, err := exec.JobRescue(ctx, &weirdriver.JobRescueParams{Limit: s.cfg.BatchSize})
-		if err != nil {
-			return 0, err
-		}
-		if len(jobs) > 0 {
-			s.rescued.Add(int64(len(jobs)))
-			ids := make([]int64, len(jobs))
-			for i, j := range jobs {
-				ids[i] = j.ID
+		var err error
+		jobs, err = exec.JobRescue(ctx, &weirdriver.JobRescueParams{Limit: s.cfg.BatchSize})
+		return len(jobs), err
+	}, func() {
+		if s.cfg.Rescued != nil {
+			for _, j := range jobs {
+				s.cfg.Rescued(j)
 			}
-			s.logger.Info("maintenance: rescued jobs whose lease expired", slog.Int("count", len(jobs)), slog.Any("ids", ids))
 		}
-		return len(jobs), nil
+		s.rescued.Add(int64(len(jobs))) // after the reports: Stats() seeing it means they were made
 	})
 }
 
@@ -122,7 +125,7 @@ func (s *Service) schedule(t *term) {
 		n, err := exec.JobSchedule(ctx, s.cfg.BatchSize)
 		s.scheduled.Add(int64(n))
 		return n, err
-	})
+	}, nil)
 }
 
 // prune deletes final jobs older than their state's retention.
@@ -147,5 +150,5 @@ func (s *Service) prune(t *term) {
 		n, err := exec.JobPrune(ctx, params)
 		s.pruned.Add(int64(n))
 		return n, err
-	})
+	}, nil)
 }

@@ -238,12 +238,18 @@ func TestStopReportsLostOutcome(t *testing.T) {
 		g.started <- job.ID
 		<-g.ch // ignores its context
 		return nil
-	}), nil)
+	}), map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 1, Prefetch: 1}})
 	// No renewal during the test: only the outcome write finds the lease gone.
 	cfg.HeartbeatInterval, cfg.LeaseDuration = 10*time.Second, 60*time.Second
 	c := b.start(t, cfg)
+	released, unsubscribe := c.Subscribe(weir.EventJobReleased)
+	defer unsubscribe()
 	id := b.insertProbe(t, "lost", nil)
 	g.expectStarted(t)
+	// A second job waits in the prefetch buffer: Stop gives it back first, and
+	// its release tells the test that Stop has begun.
+	waiting := b.insertProbe(t, "waiting", nil)
+	waitFor(t, 30*time.Second, "the second job to be prefetched", func() bool { return b.job(t, waiting).State == weir.JobStateRunning })
 	tag, err := b.pool.Exec(testCtx(t), "UPDATE "+b.schema+".weir_job SET lease_token = lease_token + 1 WHERE id = $1", id)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("move the lease on: %v (%d rows)", err, tag.RowsAffected())
@@ -254,7 +260,15 @@ func TestStopReportsLostOutcome(t *testing.T) {
 		defer cancel()
 		stopped <- c.Stop(ctx)
 	}()
-	g.open()
+	select {
+	case ev := <-released:
+		if ev.Job.ID != waiting {
+			t.Fatalf("job %d released, want the prefetched job %d", ev.Job.ID, waiting)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop did not give back the prefetched job")
+	}
+	g.open() // the handler returns during the stop
 	err = <-stopped
 	if err == nil || !strings.Contains(err.Error(), itoa(id)) || !strings.Contains(err.Error(), "may run again") {
 		t.Fatalf("Stop: %v; want an error naming job %d as possibly run again", err, id)

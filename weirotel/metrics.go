@@ -37,8 +37,7 @@ func (t *Telemetry) Hook() weir.Hook {
 		if !ok || ev.Job == nil {
 			return // job_started: the worker middleware measures starts
 		}
-		attrs := metric.WithAttributes(semconv.MessagingDestinationName(ev.Job.Queue),
-			KindKey.String(ev.Job.Kind), OutcomeKey.String(outcome))
+		attrs := t.sets.get(setKey{queue: ev.Job.Queue, kind: ev.Job.Kind, outcome: outcome})
 		ctx := context.Background()
 		t.attempts.Add(ctx, 1, attrs)
 		// A job given back before it started, a lost lease and a stale write

@@ -124,7 +124,7 @@ func withKey(meta json.RawMessage, value json.RawMessage) json.RawMessage {
 func (t *Telemetry) WorkerMiddleware() weir.WorkerMiddleware {
 	return func(next weir.WorkHandler) weir.WorkHandler {
 		return func(ctx context.Context, job *weir.JobRow) (err error) {
-			jobAttrs := metric.WithAttributes(semconv.MessagingDestinationName(job.Queue), KindKey.String(job.Kind))
+			jobAttrs := t.sets.get(setKey{queue: job.Queue, kind: job.Kind})
 			// The scheduled time is when the job became due: at insert, or
 			// at the end of its retry backoff or snooze.
 			t.pickup.Record(ctx, max(time.Since(job.ScheduledAt).Seconds(), 0), jobAttrs)
@@ -176,21 +176,24 @@ func (t *Telemetry) startAttempt(ctx context.Context, job *weir.JobRow) (context
 	return t.tracer.Start(ctx, "process "+job.Queue, opts...)
 }
 
+// metadataKeyJSON is MetadataKey as a JSON object key.
+var metadataKeyJSON = []byte(`"` + MetadataKey + `"`)
+
 // carrierOf reads the trace context a job's metadata carries; nil if none.
+// Metadata without the key is not decoded at all, and with it only the
+// carrier is kept: this runs at every attempt.
 func carrierOf(meta json.RawMessage) propagation.MapCarrier {
-	if len(meta) == 0 {
+	if !bytes.Contains(meta, metadataKeyJSON) {
 		return nil
 	}
 	// A job inserted by SQL may carry anything: what is not a carrier is none.
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(meta, &fields) != nil || fields[MetadataKey] == nil {
+	var fields struct {
+		Carrier propagation.MapCarrier `json:"weirotel"` // MetadataKey
+	}
+	if json.Unmarshal(meta, &fields) != nil {
 		return nil
 	}
-	var carrier propagation.MapCarrier
-	if json.Unmarshal(fields[MetadataKey], &carrier) != nil {
-		return nil
-	}
-	return carrier
+	return fields.Carrier
 }
 
 // endAttempt sets what the handler returned on its span and ends it. Whether a

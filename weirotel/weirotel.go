@@ -97,6 +97,9 @@ type Telemetry struct {
 	staleWrites   metric.Int64ObservableCounter
 	leasesLost    metric.Int64ObservableCounter
 	eventsDropped metric.Int64ObservableCounter
+
+	// sets keeps the measurements' attribute sets by queue, kind and outcome.
+	sets attrCache
 }
 
 // secondsBuckets bound the duration histograms: from 5 ms to an hour, since

@@ -31,6 +31,7 @@ func main() {
 	jsonPath := flag.String("json", "", "also write every round's figures to `FILE` as JSON")
 	plotPath := flag.String("plot", "results/compare.svg", "write the plot to `FILE` as SVG (empty: none)")
 	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing) and river")
+	otelParts := flag.String("otel-parts", "insert,worker,hook,observe", "the parts of weirotel that weir-otel turns on: `LIST` of insert, worker, hook, observe")
 	replot := flag.String("replot", "", "run nothing: print the table of the report a --json run wrote to `FILE`, and write its plot")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -48,10 +49,17 @@ func main() {
 		write(&rep, "", *plotPath)
 		return
 	}
+	parts := map[string]bool{}
+	for part := range strings.SplitSeq(*otelParts, ",") {
+		if !slices.Contains([]string{"insert", "worker", "hook", "observe"}, part) {
+			fail(fmt.Errorf("--otel-parts: unknown part %q (insert, worker, hook, observe)", part))
+		}
+		parts[part] = true
+	}
 	weirCfg := weirbench.WeirConfig{Schema: "weirbench_weir", MaxWorkers: *weirMaxWorkers, Prefetch: *weirPrefetch}
 	known := map[string]weirbench.System{
 		"weir":      weirbench.Weir(weirCfg),
-		"weir-otel": weirWithTelemetry(weirCfg),
+		"weir-otel": weirWithTelemetry(weirCfg, parts),
 		"river":     &riverSystem{schema: "weirbench_river"},
 	}
 	var systems []weirbench.System

@@ -22,7 +22,11 @@ const otelCollectEvery = 10 * time.Second
 // and observers on the OpenTelemetry SDK: every span sampled and sent to an
 // exporter that drops it, every metric collected and dropped. It measures what
 // tracing and metrics cost the client, not what a backend costs.
-func weirWithTelemetry(cfg weirbench.WeirConfig) weirbench.System {
+//
+// parts says which of weirotel's parts are on: "insert" (the insert
+// middleware, which also puts the trace context in each job's metadata),
+// "worker" (the worker middleware), "hook" and "observe".
+func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool) weirbench.System {
 	cfg.Name = "weir-otel"
 	cfg.Configure = func(wcfg *weir.Config) func(*weir.Client) (func(), error) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropSpans{}))
@@ -38,10 +42,19 @@ func weirWithTelemetry(cfg weirbench.WeirConfig) weirbench.System {
 			shutdown()
 			return func(*weir.Client) (func(), error) { return nil, err }
 		}
-		wcfg.InsertMiddleware = append([]weir.InsertMiddleware{tel.InsertMiddleware()}, wcfg.InsertMiddleware...)
-		wcfg.WorkerMiddleware = append([]weir.WorkerMiddleware{tel.WorkerMiddleware()}, wcfg.WorkerMiddleware...)
-		wcfg.Hooks = append(wcfg.Hooks, tel.Hook())
+		if parts["insert"] {
+			wcfg.InsertMiddleware = append([]weir.InsertMiddleware{tel.InsertMiddleware()}, wcfg.InsertMiddleware...)
+		}
+		if parts["worker"] {
+			wcfg.WorkerMiddleware = append([]weir.WorkerMiddleware{tel.WorkerMiddleware()}, wcfg.WorkerMiddleware...)
+		}
+		if parts["hook"] {
+			wcfg.Hooks = append(wcfg.Hooks, tel.Hook())
+		}
 		return func(c *weir.Client) (func(), error) {
+			if !parts["observe"] {
+				return shutdown, nil
+			}
 			unregister, err := tel.Observe(c)
 			if err != nil {
 				shutdown()

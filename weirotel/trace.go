@@ -176,26 +176,6 @@ func (t *Telemetry) startAttempt(ctx context.Context, job *weir.JobRow) (context
 	return t.tracer.Start(ctx, "process "+job.Queue, opts...)
 }
 
-// metadataKeyJSON is MetadataKey as a JSON object key.
-var metadataKeyJSON = []byte(`"` + MetadataKey + `"`)
-
-// carrierOf reads the trace context a job's metadata carries; nil if none.
-// Metadata without the key is not decoded at all, and with it only the
-// carrier is kept: this runs at every attempt.
-func carrierOf(meta json.RawMessage) propagation.MapCarrier {
-	if !bytes.Contains(meta, metadataKeyJSON) {
-		return nil
-	}
-	// A job inserted by SQL may carry anything: what is not a carrier is none.
-	var fields struct {
-		Carrier propagation.MapCarrier `json:"weirotel"` // MetadataKey
-	}
-	if json.Unmarshal(meta, &fields) != nil {
-		return nil
-	}
-	return fields.Carrier
-}
-
 // endAttempt sets what the handler returned on its span and ends it. Whether a
 // failed attempt is retried or discarded is the outcome, written after the
 // span ends: the weir.attempts metric counts it.

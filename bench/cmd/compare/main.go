@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -32,6 +33,8 @@ func main() {
 	plotPath := flag.String("plot", "results/compare.svg", "write the plot to `FILE` as SVG (empty: none)")
 	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing) and river")
 	otelParts := flag.String("otel-parts", "insert,worker,hook,observe", "the parts of weirotel that weir-otel turns on: `LIST` of insert, worker, hook, observe")
+	otelSample := flag.Float64("otel-sample", 1, "the fraction of traces weir-otel samples (`F`, 0 to 1; 1: every one)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process: the clients, not PostgreSQL) to `FILE`")
 	replot := flag.String("replot", "", "run nothing: print the table of the report a --json run wrote to `FILE`, and write its plot")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -56,10 +59,13 @@ func main() {
 		}
 		parts[part] = true
 	}
+	if *otelSample < 0 || *otelSample > 1 {
+		fail(fmt.Errorf("--otel-sample %v is outside 0..1", *otelSample))
+	}
 	weirCfg := weirbench.WeirConfig{Schema: "weirbench_weir", MaxWorkers: *weirMaxWorkers, Prefetch: *weirPrefetch}
 	known := map[string]weirbench.System{
 		"weir":      weirbench.Weir(weirCfg),
-		"weir-otel": weirWithTelemetry(weirCfg, parts),
+		"weir-otel": weirWithTelemetry(weirCfg, parts, *otelSample),
 		"river":     &riverSystem{schema: "weirbench_river"},
 	}
 	var systems []weirbench.System
@@ -99,6 +105,16 @@ func main() {
 	o.Command, o.Args = "cd bench && go run ./cmd/compare", os.Args[1:]
 	o.Progress = os.Stderr
 	o.ChildCommand = append([]string{exe}, os.Args[1:]...)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	rep, err := weirbench.Run(ctx, o, systems...)
 	if rep != nil && len(rep.Figures) > 0 {
 		write(rep, *jsonPath, *plotPath)

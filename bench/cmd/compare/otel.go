@@ -19,17 +19,19 @@ import (
 const otelCollectEvery = 10 * time.Second
 
 // weirWithTelemetry is weir with weirotel's insert and worker middleware, hook
-// and observers on the OpenTelemetry SDK: every span sampled and sent to an
-// exporter that drops it, every metric collected and dropped. It measures what
+// and observers on the OpenTelemetry SDK: spans sampled and sent to an
+// exporter that drops them, every metric collected and dropped. It measures what
 // tracing and metrics cost the client, not what a backend costs.
 //
 // parts says which of weirotel's parts are on: "insert" (the insert
 // middleware, which also puts the trace context in each job's metadata),
 // "worker" (the worker middleware), "hook" and "observe".
-func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool) weirbench.System {
+//
+// sample is the fraction of traces sampled: 1 samples every one.
+func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool, sample float64) weirbench.System {
 	cfg.Name = "weir-otel"
 	cfg.Configure = func(wcfg *weir.Config) func(*weir.Client) (func(), error) {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropSpans{}))
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.TraceIDRatioBased(sample)), sdktrace.WithBatcher(dropSpans{}))
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(dropMetrics{}, sdkmetric.WithInterval(otelCollectEvery))))
 		shutdown := func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -28,7 +30,10 @@ const otelCollectEvery = 10 * time.Second
 // "worker" (the worker middleware), "hook" and "observe".
 //
 // sample is the fraction of traces sampled: 1 samples every one.
-func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool, sample float64) weirbench.System {
+//
+// Without metrics, the meter provider is OpenTelemetry's no-op one: the
+// instruments record nothing.
+func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool, sample float64, metrics bool) weirbench.System {
 	cfg.Name = "weir-otel"
 	cfg.Configure = func(wcfg *weir.Config) func(*weir.Client) (func(), error) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.TraceIDRatioBased(sample)), sdktrace.WithBatcher(dropSpans{}))
@@ -39,7 +44,11 @@ func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool, sample f
 			_ = tp.Shutdown(ctx)
 			_ = mp.Shutdown(ctx)
 		}
-		tel, err := weirotel.New(&weirotel.Config{TracerProvider: tp, MeterProvider: mp})
+		var meters metric.MeterProvider = mp
+		if !metrics {
+			meters = metricnoop.NewMeterProvider()
+		}
+		tel, err := weirotel.New(&weirotel.Config{TracerProvider: tp, MeterProvider: meters})
 		if err != nil {
 			shutdown()
 			return func(*weir.Client) (func(), error) { return nil, err }
@@ -87,3 +96,16 @@ func (dropMetrics) Aggregation(k sdkmetric.InstrumentKind) sdkmetric.Aggregation
 func (dropMetrics) Export(context.Context, *metricdata.ResourceMetrics) error { return nil }
 func (dropMetrics) ForceFlush(context.Context) error                          { return nil }
 func (dropMetrics) Shutdown(context.Context) error                            { return nil }
+
+// weirWithNoopMiddleware is weir with one worker middleware that only calls the
+// next handler: what the middleware chain itself costs.
+func weirWithNoopMiddleware(cfg weirbench.WeirConfig) weirbench.System {
+	cfg.Name = "weir-mw"
+	cfg.Configure = func(wcfg *weir.Config) func(*weir.Client) (func(), error) {
+		wcfg.WorkerMiddleware = append(wcfg.WorkerMiddleware, func(next weir.WorkHandler) weir.WorkHandler {
+			return func(ctx context.Context, job *weir.JobRow) error { return next(ctx, job) }
+		})
+		return nil
+	}
+	return weirbench.Weir(cfg)
+}

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -54,8 +54,7 @@ func (t *Telemetry) InsertMiddleware() weir.InsertMiddleware {
 			}
 			for _, r := range results {
 				if r != nil && r.Job != nil && !r.Duplicate {
-					t.inserted.Add(ctx, 1, metric.WithAttributes(
-						semconv.MessagingDestinationName(r.Job.Queue), KindKey.String(r.Job.Kind)))
+					t.inserted.Add(ctx, 1, t.sets.get(setKey{queue: r.Job.Queue, kind: r.Job.Kind}))
 				}
 			}
 			return results, nil
@@ -99,8 +98,8 @@ func insertSpan(jobs []*weir.InsertParams) (string, []attribute.KeyValue) {
 // other keys kept. Metadata that is not a JSON object is returned as it is, for
 // the client to refuse with its own error.
 func withKey(meta json.RawMessage, value json.RawMessage) json.RawMessage {
-	if len(bytes.TrimSpace(meta)) == 0 {
-		meta = json.RawMessage("{}")
+	if len(bytes.TrimSpace(meta)) == 0 { // most jobs: no decoding needed
+		return slices.Concat([]byte(`{"`+MetadataKey+`":`), value, []byte("}"))
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(meta, &fields); err != nil || fields == nil {

@@ -433,10 +433,10 @@ func TestQueueGaugesOnlyOnLeader(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = unregister() })
 	}
-	if _, err := a.Insert(ctx(t), taskArgs{Do: "ok"}, &weir.InsertOpts{Queue: "unworked"}); err != nil {
+	// Due a minute ago: its age is above zero without waiting.
+	if _, err := a.Insert(ctx(t), taskArgs{Do: "ok"}, &weir.InsertOpts{Queue: "unworked", ScheduledAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond) // for the oldest job's age to be above zero
 
 	if b.IsLeader() {
 		t.Fatal("both clients lead")

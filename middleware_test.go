@@ -350,6 +350,22 @@ func TestInsertMiddleware(t *testing.T) {
 			t.Errorf("the first job lost its own metadata or tags: %s, %v", job.Metadata, job.Tags)
 		}
 	}
+	// A job a middleware passed on inside a transaction that rolls back is gone
+	// with it (G8).
+	tx, err = b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolled, err := b.client.InsertTx(ctx, tx, emailArgs{To: "rolled back"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.JobGet(ctx, rolled.Job.ID); !errors.Is(err, weir.ErrNotFound) {
+		t.Errorf("a job inserted through middleware in a rolled-back transaction: %v, want ErrNotFound", err)
+	}
 }
 
 // TestInsertMiddlewareRefusals checks that an insert middleware can refuse an

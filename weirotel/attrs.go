@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
@@ -17,33 +18,52 @@ const maxCachedSets = 10_000
 // outcome.
 type setKey struct{ queue, kind, outcome string }
 
-// attrCache keeps the metric attribute sets already built, so that an attempt
-// records its measurements without building (sorting and allocating) a set
-// each time.
+// series is what a queue and kind (and outcome) share across their attempts:
+// the metric attribute set and the attempt span's name and attributes.
+type series struct {
+	// add and record hold the attribute set as the instruments' variadic
+	// options, so that passing them allocates nothing.
+	add      []metric.AddOption
+	record   []metric.RecordOption
+	spanName string
+	queue    attribute.KeyValue
+	kind     attribute.KeyValue
+}
+
+// attrCache keeps the series already built, so that an attempt records its
+// measurements without building (sorting and allocating) a set each time.
 type attrCache struct {
-	sets sync.Map // setKey → metric.MeasurementOption
+	sets sync.Map // setKey → *series
 	n    atomic.Int64
 }
 
-// get returns the measurement option for k, building and keeping it the first
-// time while the cache has room.
-func (c *attrCache) get(k setKey) metric.MeasurementOption {
+// get returns the series of k, building and keeping it the first time while
+// the cache has room.
+func (c *attrCache) get(k setKey) *series {
 	if v, ok := c.sets.Load(k); ok {
-		return v.(metric.MeasurementOption)
+		return v.(*series)
 	}
-	opt := build(k)
+	s := build(k)
 	if c.n.Load() < maxCachedSets {
-		if _, loaded := c.sets.LoadOrStore(k, opt); !loaded {
-			c.n.Add(1)
+		if v, loaded := c.sets.LoadOrStore(k, s); loaded {
+			return v.(*series)
 		}
+		c.n.Add(1)
 	}
-	return opt
+	return s
 }
 
-// build makes the measurement option of k's attributes.
-func build(k setKey) metric.MeasurementOption {
-	if k.outcome == "" {
-		return metric.WithAttributes(semconv.MessagingDestinationName(k.queue), KindKey.String(k.kind))
+// build makes the series of k.
+func build(k setKey) *series {
+	s := &series{
+		spanName: "process " + k.queue,
+		queue:    semconv.MessagingDestinationName(k.queue),
+		kind:     KindKey.String(k.kind),
 	}
-	return metric.WithAttributes(semconv.MessagingDestinationName(k.queue), KindKey.String(k.kind), OutcomeKey.String(k.outcome))
+	opt := metric.WithAttributes(s.queue, s.kind)
+	if k.outcome != "" {
+		opt = metric.WithAttributes(s.queue, s.kind, OutcomeKey.String(k.outcome))
+	}
+	s.add, s.record = []metric.AddOption{opt}, []metric.RecordOption{opt}
+	return s
 }

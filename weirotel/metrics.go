@@ -37,13 +37,13 @@ func (t *Telemetry) Hook() weir.Hook {
 		if !ok || ev.Job == nil {
 			return // job_started: the worker middleware measures starts
 		}
-		attrs := t.sets.get(setKey{queue: ev.Job.Queue, kind: ev.Job.Kind, outcome: outcome})
+		s := t.sets.get(setKey{queue: ev.Job.Queue, kind: ev.Job.Kind, outcome: outcome})
 		ctx := context.Background()
-		t.attempts.Add(ctx, 1, attrs)
+		t.attempts.Add(ctx, 1, s.add...)
 		// A job given back before it started, a lost lease and a stale write
 		// come with no handler's time.
 		if ev.Duration > 0 {
-			t.duration.Record(ctx, ev.Duration.Seconds(), attrs)
+			t.duration.Record(ctx, ev.Duration.Seconds(), s.record...)
 		}
 	}
 }

@@ -80,6 +80,7 @@ type Config struct {
 type Telemetry struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
+	w3c        bool // propagator is W3C Trace Context alone
 	asChild    bool
 	meter      metric.Meter
 	observing  atomic.Bool
@@ -123,9 +124,11 @@ func New(cfg *Config) (*Telemetry, error) {
 	if prop == nil {
 		prop = propagation.TraceContext{}
 	}
+	_, w3c := prop.(propagation.TraceContext)
 	t := &Telemetry{
 		tracer:     tp.Tracer(ScopeName),
 		propagator: prop,
+		w3c:        w3c,
 		asChild:    cfg.AttemptAsChild,
 		meter:      mp.Meter(ScopeName),
 	}

@@ -53,10 +53,10 @@ type process struct {
 	reader *sdkmetric.ManualReader
 }
 
-func newProcess(t *testing.T, asChild bool) *process {
+func newProcess(t *testing.T, asChild bool, opts ...sdktrace.TracerProviderOption) *process {
 	t.Helper()
 	p := &process{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(p.spans))
+	tp := sdktrace.NewTracerProvider(append(opts, sdktrace.WithSpanProcessor(p.spans))...)
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(p.reader))
 	t.Cleanup(func() {
 		_ = tp.Shutdown(context.Background())
@@ -222,8 +222,10 @@ func TestTraceAcrossProcesses(t *testing.T) {
 			if err := json.Unmarshal(res.Job.Metadata, &meta); err != nil {
 				t.Fatal(err)
 			}
-			if string(meta["tenant"]) != `"acme"` || string(meta["note"]) != `"<b>&"` || !strings.Contains(string(meta[weirotel.MetadataKey]), ins.SpanContext().TraceID().String()) {
-				t.Fatalf("metadata %s", res.Job.Metadata)
+			// W3C Trace Context alone is carried as the traceparent string.
+			traceparent := `"00-` + ins.SpanContext().TraceID().String() + "-" + ins.SpanContext().SpanID().String() + `-01"`
+			if string(meta["tenant"]) != `"acme"` || string(meta["note"]) != `"<b>&"` || string(meta[weirotel.MetadataKey]) != traceparent {
+				t.Fatalf("metadata %s, want the caller's keys and %s", res.Job.Metadata, traceparent)
 			}
 
 			start(t, s, consumer.config(taskWorkers(), defaultQueue))
@@ -252,6 +254,46 @@ func TestTraceAcrossProcesses(t *testing.T) {
 }
 
 func jsonID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// TestUnsampledInsert: a job inserted under a span that is not sampled carries
+// no trace context, since a link to it would lead nowhere, unless its attempts
+// are to be the insert span's children: then it carries the decision, and the
+// attempt, sampled by its parent, is not recorded either.
+func TestUnsampledInsert(t *testing.T) {
+	for _, asChild := range []bool{false, true} {
+		t.Run(map[bool]string{false: "linked", true: "child"}[asChild], func(t *testing.T) {
+			s := newStore(t)
+			producer := newProcess(t, asChild, sdktrace.WithSampler(sdktrace.NeverSample()))
+			consumer := newProcess(t, asChild)
+			inserter, err := weir.NewClient(s.driver, producer.config(nil, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := inserter.Insert(ctx(t), taskArgs{Do: "ok"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var meta map[string]json.RawMessage
+			if err := json.Unmarshal(res.Job.Metadata, &meta); err != nil {
+				t.Fatal(err)
+			}
+			carried, ok := meta[weirotel.MetadataKey]
+			if ok != asChild || (asChild && !strings.HasSuffix(string(carried), `-00"`)) {
+				t.Fatalf("metadata %s of a job inserted under an unsampled span (child: %t)", res.Job.Metadata, asChild)
+			}
+
+			c := start(t, s, consumer.config(taskWorkers(), defaultQueue))
+			waitFor(t, "the attempt", func() bool { return c.Stats().Finalized == 1 })
+			spans := consumer.ended(trace.SpanKindConsumer)
+			if asChild && len(spans) != 0 {
+				t.Fatalf("the attempt of an unsampled insert was recorded: %v", spans[0])
+			}
+			if !asChild && (len(spans) != 1 || len(spans[0].Links()) != 0 || spans[0].Parent().IsValid()) {
+				t.Fatalf("attempt spans %v, want one root without links", spans)
+			}
+		})
+	}
+}
 
 // TestSQLInsertedJob works a job inserted by SQL, with no trace context: its
 // attempt still gets a span, with no link, as a root.

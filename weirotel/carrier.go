@@ -84,11 +84,11 @@ func scanCarrier(meta []byte) (c carried, ok, sure bool) {
 		if !good || !s.next(':') {
 			return carried{}, false, false
 		}
+		// Of a repeated key, encoding/json keeps the last value, as this does.
 		switch {
 		case string(key) != MetadataKey:
 			good = s.skipValue()
 		case s.peek('"'):
-			// A repeated key: encoding/json keeps the last value.
 			var tp []byte
 			tp, good = s.plainString()
 			c = carried{traceparent: string(tp)}

@@ -31,7 +31,7 @@ func main() {
 	o.RegisterFlags(flag.CommandLine)
 	jsonPath := flag.String("json", "", "also write every round's figures to `FILE` as JSON")
 	plotPath := flag.String("plot", "results/compare.svg", "write the plot to `FILE` as SVG (empty: none)")
-	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing), weir-mw (weir with a worker middleware that only calls the next handler) and river")
+	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing), weir-mw (weir with a worker middleware that only calls the next handler), weir-deep (weir whose no-op handler first uses 8 KiB of stack, as a handler with a real call depth does) and river")
 	otelParts := flag.String("otel-parts", "insert,worker,hook,observe", "the parts of weirotel that weir-otel turns on: `LIST` of insert, worker, hook, observe")
 	otelSample := flag.Float64("otel-sample", 1, "the fraction of traces weir-otel samples (`F`, 0 to 1; 1: every one)")
 	otelMetrics := flag.Bool("otel-metrics", true, "weir-otel records metrics (false: OpenTelemetry's no-op meter provider)")
@@ -68,13 +68,14 @@ func main() {
 		"weir":      weirbench.Weir(weirCfg),
 		"weir-otel": weirWithTelemetry(weirCfg, parts, *otelSample, *otelMetrics),
 		"weir-mw":   weirWithNoopMiddleware(weirCfg),
+		"weir-deep": weirWithDeepHandler(weirCfg),
 		"river":     &riverSystem{schema: "weirbench_river"},
 	}
 	var systems []weirbench.System
 	for name := range strings.SplitSeq(*systemNames, ",") {
 		sys, ok := known[strings.TrimSpace(name)]
 		if !ok {
-			fail(fmt.Errorf("--systems: unknown system %q (weir, weir-otel, weir-mw, river)", name))
+			fail(fmt.Errorf("--systems: unknown system %q (weir, weir-otel, weir-mw, weir-deep, river)", name))
 		}
 		if slices.Contains(systems, sys) {
 			fail(fmt.Errorf("--systems: %q twice", name))

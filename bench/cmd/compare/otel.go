@@ -109,3 +109,36 @@ func weirWithNoopMiddleware(cfg weirbench.WeirConfig) weirbench.System {
 	}
 	return weirbench.Weir(cfg)
 }
+
+// deepStack is the stack weir-deep's middleware uses before each handler.
+const deepStack = 8 << 10
+
+// weirWithDeepHandler is weir with one worker middleware that uses deepStack
+// bytes of stack before it calls the next handler: a no-op job with the call
+// depth of a handler that does real work (a driver's query, a client's
+// request), so that W1 measures what the workers' stacks cost.
+func weirWithDeepHandler(cfg weirbench.WeirConfig) weirbench.System {
+	cfg.Name = "weir-deep"
+	cfg.Configure = func(wcfg *weir.Config) func(*weir.Client) (func(), error) {
+		wcfg.WorkerMiddleware = append(wcfg.WorkerMiddleware, func(next weir.WorkHandler) weir.WorkHandler {
+			return func(ctx context.Context, job *weir.JobRow) error {
+				useStack(deepStack)
+				return next(ctx, job)
+			}
+		})
+		return nil
+	}
+	return weirbench.Weir(cfg)
+}
+
+// useStack uses at least n bytes of stack.
+//
+//go:noinline
+func useStack(n int) byte {
+	var frame [512]byte
+	frame[n%len(frame)] = byte(n)
+	if n <= len(frame) {
+		return frame[0]
+	}
+	return useStack(n-len(frame)) + frame[1]
+}

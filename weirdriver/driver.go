@@ -124,8 +124,9 @@ type MigrationTx interface {
 	Rollback(ctx context.Context) error
 }
 
-// Inserter inserts jobs: all that runs inside a caller's transaction
-// (Driver.UnwrapTx). Executor has it too.
+// Inserter is all that runs inside a caller's transaction (Driver.UnwrapTx):
+// inserting jobs, and completing a running job under its lease
+// (weir.JobCompleteTx). Executor has it too.
 type Inserter interface {
 	// JobInsert inserts jobs with one statement per call and returns them in order.
 	// A job whose unique key conflicts with an existing job's is not inserted; the
@@ -141,6 +142,13 @@ type Inserter interface {
 	// BeginInsert starts a transaction, or a savepoint inside one, so that the
 	// inserts of one batch apply whole or not at all. On an Executor it is Begin.
 	BeginInsert(ctx context.Context) (InserterTx, error)
+	// JobComplete completes job id in the current transaction, fenced as
+	// JobFinalize's completion is: only while the job is running under
+	// leaseToken, a requested cancel making it cancelled instead. It reports
+	// whether it applied (false: stale, nothing changed). The row stays locked
+	// until the transaction ends, so no rescue or claim can take the job
+	// meanwhile.
+	JobComplete(ctx context.Context, id, leaseToken int64) (bool, error)
 }
 
 // InserterTx is an Inserter inside a transaction (or savepoint) it owns.
@@ -183,6 +191,10 @@ type Executor interface {
 	// JobFinalize writes a batch of outcomes in one statement and reports, per
 	// param in order, whether it applied (false: stale, nothing changed).
 	JobFinalize(ctx context.Context, params []*JobFinalizeParams) ([]bool, error)
+	// JobEndedUnder reports, per job in order, whether job ids[i] is completed
+	// or cancelled under lease token tokens[i]: how the client learns that a
+	// handler's transaction that completed its job (JobComplete) committed.
+	JobEndedUnder(ctx context.Context, ids, tokens []int64) ([]bool, error)
 	// JobRenew extends a batch of leases in one statement.
 	JobRenew(ctx context.Context, params *JobRenewParams) (*JobRenewResult, error)
 	// JobRescue takes back running jobs whose lease expired by the database clock

@@ -312,3 +312,71 @@ func testRuntimeNotifies(t *testing.T, d weirdriver.Driver) {
 		t.Fatalf("schedule notified %v, want [n-rescue]", got)
 	}
 }
+
+// testJobComplete: the completion a handler makes in its own transaction is
+// fenced like the runtime's (wrong token, or a job not running: nothing
+// changes), takes effect only when the transaction commits, makes a
+// cancel-requested job cancelled, and JobEndedUnder then says so.
+func testJobComplete(t *testing.T, d weirdriver.Driver) {
+	job := claimOne(t, d, "complete-tx", 3, time.Minute)
+	other := claimOne(t, d, "complete-tx-other", 3, time.Minute)
+
+	complete := func(id, token int64, commit bool) bool {
+		t.Helper()
+		tx, err := d.Executor().Begin(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx(t)) //nolint:errcheck // a no-op after Commit
+		ok, err := tx.JobComplete(ctx(t), id, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			if err := tx.Commit(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ok
+	}
+	if complete(job.ID, job.LeaseToken+1, true) {
+		t.Fatal("a completion under another lease token applied")
+	}
+	if !complete(job.ID, job.LeaseToken, false) {
+		t.Fatal("a completion under the job's lease did not apply")
+	}
+	if got := getJob(t, d, job.ID); got.State != weirtype.JobStateRunning || got.LeaseExpiresAt == nil {
+		t.Fatalf("after a rolled back completion: state %s lease %v, want running and leased", got.State, got.LeaseExpiresAt)
+	}
+	if !complete(job.ID, job.LeaseToken, true) {
+		t.Fatal("a completion under the job's lease did not apply")
+	}
+	got := getJob(t, d, job.ID)
+	if got.State != weirtype.JobStateCompleted || got.FinalizedAt == nil || got.LeaseExpiresAt != nil || got.LeaseToken != job.LeaseToken {
+		t.Fatalf("after a committed completion: state %s finalized %v lease %v token %d", got.State, got.FinalizedAt, got.LeaseExpiresAt, got.LeaseToken)
+	}
+	if complete(job.ID, job.LeaseToken, true) {
+		t.Fatal("a completion of a completed job applied")
+	}
+
+	if _, err := d.Executor().JobCancel(ctx(t), other.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !complete(other.ID, other.LeaseToken, true) {
+		t.Fatal("a completion of a cancel-requested job did not apply")
+	}
+	if got := getJob(t, d, other.ID); got.State != weirtype.JobStateCancelled {
+		t.Fatalf("completion of a cancel-requested job: state %s, want cancelled", got.State)
+	}
+
+	waiting := insertOne(t, d, params("k", "complete-tx-waiting", `{}`))
+	ended, err := d.Executor().JobEndedUnder(ctx(t),
+		[]int64{job.ID, other.ID, job.ID, waiting.ID, 1 << 50},
+		[]int64{job.LeaseToken, other.LeaseToken, job.LeaseToken + 1, waiting.LeaseToken, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{true, true, false, false, false}; !slices.Equal(ended, want) {
+		t.Fatalf("JobEndedUnder = %v, want %v", ended, want)
+	}
+}

@@ -54,6 +54,7 @@ func Run(t *testing.T, setup Setup) {
 		{"FinalizeStaleChangesNothing", testFinalizeStaleChangesNothing},
 		{"FinalizeCancelRequested", testFinalizeCancelRequested},
 		{"FinalizeCompletionsBatch", testFinalizeCompletionsBatch},
+		{"JobComplete", testJobComplete},
 		{"InsertNotifies", testInsertNotifies},
 		{"InsertNotifiesConcurrently", testInsertNotifiesConcurrently},
 		{"FinalizeRetryPastMaxAttempts", testFinalizeRetryPastMaxAttempts},

@@ -2,6 +2,7 @@ package weirpgx
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -135,6 +136,46 @@ func (e *executor) jobComplete(ctx context.Context, params []*weirdriver.JobFina
 		return nil, fmt.Errorf("finalize jobs: %w", err)
 	}
 	return applied, nil
+}
+
+// JobComplete implements weirdriver.Inserter: one fenced completion, in the
+// transaction e runs in (or alone on the pool).
+func (e *executor) JobComplete(ctx context.Context, id, leaseToken int64) (_ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	var got int64
+	err = e.db.QueryRow(ctx, e.q.jobCompleteOne, id, leaseToken).Scan(&got)
+	return completed(err)
+}
+
+// completed reads the result of jobCompleteOneSQL: no row is a stale write.
+func completed(err error) (bool, error) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("complete job: %w", err)
+	}
+	return true, nil
+}
+
+// JobEndedUnder implements weirdriver.Executor.
+func (e *executor) JobEndedUnder(ctx context.Context, ids, tokens []int64) (_ []bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	if len(ids) != len(tokens) {
+		return nil, fmt.Errorf("jobs ended: %d ids and %d tokens", len(ids), len(tokens))
+	}
+	r, err := e.db.Query(ctx, e.q.jobEndedUnder, ids, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("jobs ended: %w", err)
+	}
+	ended, err := pgx.CollectRows(r, pgx.RowTo[bool])
+	if err != nil {
+		return nil, fmt.Errorf("jobs ended: %w", err)
+	}
+	if len(ended) != len(ids) {
+		return nil, fmt.Errorf("jobs ended: got %d rows back for %d jobs", len(ended), len(ids))
+	}
+	return ended, nil
 }
 
 func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (_ *weirdriver.JobRenewResult, err error) {

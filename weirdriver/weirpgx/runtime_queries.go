@@ -107,6 +107,25 @@ FROM unnest($1::bigint[], $2::bigint[]) AS i(id, lease_token)
 WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running'
 RETURNING j.id`
 
+// jobCompleteOneSQL is jobCompleteSQL for one job, inside a caller's
+// transaction (weir.JobCompleteTx): $1 id, $2 lease token. Returns the id if it
+// applied.
+const jobCompleteOneSQL = `
+UPDATE {job} j SET
+	state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'completed' END,
+	finalized_at = now(),
+	lease_expires_at = NULL
+WHERE j.id = $1::bigint AND j.lease_token = $2::bigint AND j.state = 'running'
+RETURNING j.id`
+
+// jobEndedUnderSQL reports, per input row in order, whether job $1[i] is
+// completed or cancelled under lease token $2[i].
+const jobEndedUnderSQL = `
+SELECT EXISTS (SELECT 1 FROM {job} j
+	WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state IN ('completed', 'cancelled'))
+FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS i(id, lease_token, ord)
+ORDER BY i.ord`
+
 // jobRenewSQL extends leases by $3 µs with a fenced update of lease_expires_at
 // only, which no index holds, so that it can stay a HOT update. The rows are
 // locked first with SKIP LOCKED: a renewal never waits for a row lock, so it
@@ -230,30 +249,34 @@ const leaderGetSQL = `SELECT leader_id, expires_at FROM {leader} WHERE name = $1
 
 // runtimeQueries are the worker runtime's statements, with the schema filled in.
 type runtimeQueries struct {
-	jobClaim     string
-	jobFinalize  string
-	jobComplete  string
-	jobRenew     string
-	jobRescue    string
-	jobSchedule  string
-	jobPrune     string
-	leaderElect  string
-	leaderResign string
-	leaderGet    string
+	jobClaim       string
+	jobFinalize    string
+	jobComplete    string
+	jobCompleteOne string
+	jobEndedUnder  string
+	jobRenew       string
+	jobRescue      string
+	jobSchedule    string
+	jobPrune       string
+	leaderElect    string
+	leaderResign   string
+	leaderGet      string
 }
 
 // newRuntimeQueries fills the runtime's statements with fill (filler).
 func newRuntimeQueries(fill func(string) string) runtimeQueries {
 	return runtimeQueries{
-		jobClaim:     fill(jobClaimSQL),
-		jobFinalize:  fill(jobFinalizeSQL),
-		jobComplete:  fill(jobCompleteSQL),
-		jobRenew:     fill(jobRenewSQL),
-		jobRescue:    fill(jobRescueSQL),
-		jobSchedule:  fill(jobScheduleSQL),
-		jobPrune:     fill(jobPruneSQL),
-		leaderElect:  fill(leaderElectSQL),
-		leaderResign: fill(leaderResignSQL),
-		leaderGet:    fill(leaderGetSQL),
+		jobClaim:       fill(jobClaimSQL),
+		jobFinalize:    fill(jobFinalizeSQL),
+		jobComplete:    fill(jobCompleteSQL),
+		jobCompleteOne: fill(jobCompleteOneSQL),
+		jobEndedUnder:  fill(jobEndedUnderSQL),
+		jobRenew:       fill(jobRenewSQL),
+		jobRescue:      fill(jobRescueSQL),
+		jobSchedule:    fill(jobScheduleSQL),
+		jobPrune:       fill(jobPruneSQL),
+		leaderElect:    fill(leaderElectSQL),
+		leaderResign:   fill(leaderResignSQL),
+		leaderGet:      fill(leaderGetSQL),
 	}
 }

@@ -47,6 +47,14 @@ func (e *sqlExecutor) NotifyInsert(ctx context.Context, queues []string) error {
 	return nil
 }
 
+// JobComplete implements weirdriver.Inserter in the caller's transaction.
+func (e *sqlExecutor) JobComplete(ctx context.Context, id, leaseToken int64) (_ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	var got int64
+	err = e.tx.QueryRowContext(ctx, e.q.jobCompleteOne, id, leaseToken).Scan(&got)
+	return completed(err)
+}
+
 // BeginInsert opens a savepoint in the caller's transaction.
 func (e *sqlExecutor) BeginInsert(ctx context.Context) (weirdriver.InserterTx, error) {
 	if _, err := e.tx.ExecContext(ctx, "SAVEPOINT weir_insert"); err != nil {

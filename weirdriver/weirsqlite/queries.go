@@ -136,6 +136,10 @@ RETURNING {cols}`)
 WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
 RETURNING state, queue`)
 
+	// Whether job ?1 is completed or cancelled under lease token ?2.
+	jobEndedUnder = `SELECT EXISTS (SELECT 1 FROM weir_job
+WHERE id = ?1 AND lease_token = ?2 AND state IN ('completed', 'cancelled'))`
+
 	// Renew one lease, fenced; it changes only lease_expires_at. ?1 id, ?2 token,
 	// ?3 the new expiry.
 	jobRenew = `UPDATE weir_job SET lease_expires_at = ?3

@@ -287,3 +287,30 @@ func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time
 	}
 	return leader, fromMicros(expires), nil
 }
+
+// JobComplete implements weirdriver.Inserter: JobFinalize's completion of one
+// job, in the executor's transaction (the caller's, through UnwrapTx).
+func (e *executor) JobComplete(ctx context.Context, id, leaseToken int64) (bool, error) {
+	applied, err := e.JobFinalize(ctx, []*weirdriver.JobFinalizeParams{{ID: id, LeaseToken: leaseToken, Outcome: weirdriver.OutcomeCompleted}})
+	if err != nil {
+		return false, fmt.Errorf("complete job: %w", err)
+	}
+	return applied[0], nil
+}
+
+// JobEndedUnder implements weirdriver.Executor.
+func (e *executor) JobEndedUnder(ctx context.Context, ids, tokens []int64) (_ []bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	if len(ids) != len(tokens) {
+		return nil, fmt.Errorf("jobs ended: %d ids and %d tokens", len(ids), len(tokens))
+	}
+	ended := make([]bool, len(ids))
+	q := e.reader()
+	for i, id := range ids {
+		err := q.QueryRowContext(ctx, jobEndedUnder, id, tokens[i]).Scan(&ended[i])
+		if err != nil {
+			return nil, fmt.Errorf("jobs ended: %w", err)
+		}
+	}
+	return ended, nil
+}

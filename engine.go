@@ -179,7 +179,8 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		pollInterval: cfg.FetchPollInterval, leaseDuration: cfg.LeaseDuration, leaseBudget: budget,
 		jobTimeout: cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
 		leases: e.leases, limited: e.limited, events: e.events, claims: &e.stats.claims,
-		base: context.WithoutCancel(ctx), hard: e.hardCtx, submit: e.completer.Submit,
+		base: context.WithValue(context.WithoutCancel(ctx), handlerScopeKey{}, &handlerScope{driver: c.driver, leases: e.leases}),
+		hard: e.hardCtx, submit: e.completer.Submit,
 	}
 	for name, qc := range cfg.Queues {
 		e.producers[name] = newProducer(deps, name, qc)
@@ -235,7 +236,11 @@ func (e *engine) leaseLost(j *lease.Job, why string) {
 
 // outcomeWritten publishes the event of an outcome the completer wrote.
 func (e *engine) outcomeWritten(f *completer.Finalization) {
-	e.events.emit(eventOf(f.Params.Outcome), f.Job.Row, f.Err, f.Ran)
+	err := f.Err
+	if f.EndedInTx {
+		err = nil // the handler's transaction ended the job; run logged its error
+	}
+	e.events.emit(eventOf(f.Params.Outcome), f.Job.Row, err, f.Ran)
 }
 
 // staleWrite counts, logs and publishes a fenced write that matched nothing.

@@ -336,7 +336,14 @@ func (p *producer) run(j *lease.Job) {
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx)
 	fin := finalizationOf(j, entry, p.retryPolicy, err, cause, elapsed)
-	logFailure(p.limited, j, fin, cause)
+	if fin.CompletedInTx = p.leases.CompletedInTx(j); fin.CompletedInTx && err != nil {
+		// Whether the job failed is known when its outcome is written: its
+		// transaction may have committed the completion.
+		p.limited.job(slog.LevelWarn, "weir: handler returned an error after completing its job in its transaction",
+			j.Row, j.Token, slog.String("error", err.Error()))
+	} else {
+		logFailure(p.limited, j, fin, cause)
+	}
 
 	// The outcome is tracked by the completer before the slot frees: Stop waits
 	// for idle handlers and then for the completer to drain, so a finalization

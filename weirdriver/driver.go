@@ -191,10 +191,11 @@ type Executor interface {
 	// JobFinalize writes a batch of outcomes in one statement and reports, per
 	// param in order, whether it applied (false: stale, nothing changed).
 	JobFinalize(ctx context.Context, params []*JobFinalizeParams) ([]bool, error)
-	// JobEndedUnder reports, per job in order, whether job ids[i] is completed
-	// or cancelled under lease token tokens[i]: how the client learns that a
-	// handler's transaction that completed its job (JobComplete) committed.
-	JobEndedUnder(ctx context.Context, ids, tokens []int64) ([]bool, error)
+	// JobStatesUnder returns, per job in order, the state of job ids[i] if its
+	// lease token is tokens[i], and "" if not (or if there is no such job): how
+	// the client learns whether a handler's transaction that completed its job
+	// (JobComplete) committed.
+	JobStatesUnder(ctx context.Context, ids, tokens []int64) ([]weirtype.JobState, error)
 	// JobRenew extends a batch of leases in one statement.
 	JobRenew(ctx context.Context, params *JobRenewParams) (*JobRenewResult, error)
 	// JobRescue takes back running jobs whose lease expired by the database clock

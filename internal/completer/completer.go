@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirq/weir/internal/lease"
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
 )
 
 // Finalization is the tracked write of one job's outcome.
@@ -23,6 +24,13 @@ type Finalization struct {
 	Ran    time.Duration // how long the handler ran
 	// Prefetched is set for a job given back before its handler started.
 	Prefetched bool
+	// CompletedInTx is set when the handler completed its job in its own
+	// transaction: a write that then matches nothing is checked against the
+	// row, which that transaction, if it committed, ended under the same lease.
+	CompletedInTx bool
+	// EndedInTx is set when the check found it so: the outcome is the one the
+	// handler's transaction wrote (Params.Outcome is set to it).
+	EndedInTx bool
 }
 
 // maxBatch bounds one finalize statement.
@@ -249,21 +257,61 @@ func (c *Completer) write(ctx context.Context, batch []*Finalization) error {
 	if err != nil {
 		return err
 	}
+	ended, checkErr := c.endedInTx(ctx, batch, applied)
 	for i, f := range batch {
 		c.cfg.Leases.Remove(f.Job)
-		if applied[i] {
+		switch {
+		case applied[i] || ended[i] != "":
+			if ended[i] != "" {
+				f.EndedInTx, f.Params.Outcome = true, ended[i]
+			}
 			c.cfg.Finalized.Add(1)
 			if f.Prefetched {
 				c.cfg.Released.Add(1)
 			}
 			c.cfg.Written(f)
-			continue
+		case f.CompletedInTx && checkErr != nil:
+			c.noteUnwritten(f)
+			c.cfg.Abandoned(f, "could not read whether the handler's transaction completed the job: "+checkErr.Error())
+		default:
+			c.noteUnwritten(f)
+			c.cfg.Stale(f)
 		}
-		c.noteUnwritten(f)
-		c.cfg.Stale(f)
 	}
 	c.resolve(len(batch))
 	return nil
+}
+
+// endedInTx reads, for the jobs of batch whose handler completed them in its
+// own transaction and whose write matched nothing, whether that transaction
+// ended them: the outcome it wrote, per job of batch ("" for none).
+func (c *Completer) endedInTx(ctx context.Context, batch []*Finalization, applied []bool) ([]weirdriver.Outcome, error) {
+	ended := make([]weirdriver.Outcome, len(batch))
+	var at, ids, tokens []int64
+	for i, f := range batch {
+		if f.CompletedInTx && !applied[i] {
+			at = append(at, int64(i))
+			ids, tokens = append(ids, f.Params.ID), append(tokens, f.Params.LeaseToken)
+		}
+	}
+	if len(ids) == 0 {
+		return ended, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseBudget)
+	defer cancel()
+	states, err := c.cfg.Exec.JobStatesUnder(rctx, ids, tokens)
+	if err != nil {
+		return ended, err
+	}
+	for k, state := range states {
+		switch state {
+		case weirtype.JobStateCompleted:
+			ended[at[k]] = weirdriver.OutcomeCompleted
+		case weirtype.JobStateCancelled:
+			ended[at[k]] = weirdriver.OutcomeCancel
+		}
+	}
+	return ended, nil
 }
 
 func (c *Completer) abandon(batch []*Finalization, why string) {

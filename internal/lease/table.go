@@ -40,6 +40,11 @@ type Job struct {
 	// lost is set when the lease is known to be gone (renewal found it stale, or
 	// the deadline passed): the handler is cancelled and the outcome is not retried.
 	lost bool
+	// completedInTx is set when the handler completed the job in its own
+	// transaction (weir.JobCompleteTx): from then on the job's fate is that
+	// transaction's, and a lease that renewals find gone is not lost but, once
+	// the transaction commits, ended.
+	completedInTx bool
 }
 
 // NewJob returns the lease on row that a claim sent at a time that makes
@@ -121,6 +126,37 @@ func (t *Table) MarkReturned(j *Job) {
 	}
 }
 
+// Standing says how the table holds job id under lease token: held is whether
+// its handler runs here under that token, valid whether the lease may still be
+// written under.
+func (t *Table) Standing(id, token int64, now time.Time) (held, valid bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j := t.jobs[id]
+	if j == nil || j.Token != token || j.state != running {
+		return false, false
+	}
+	return true, !j.lost && now.Before(j.deadline)
+}
+
+// MarkCompletedInTx records that the handler of job id under lease token
+// completed it in its own transaction.
+func (t *Table) MarkCompletedInTx(id, token int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if j := t.jobs[id]; j != nil && j.Token == token {
+		j.completedInTx = true
+	}
+}
+
+// CompletedInTx reports whether j's handler completed it in its own
+// transaction.
+func (t *Table) CompletedInTx(j *Job) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return j.completedInTx
+}
+
 // CancelRunning cancels every running handler with cause.
 func (t *Table) CancelRunning(cause error) {
 	t.mu.Lock()
@@ -191,7 +227,9 @@ func (t *Table) ApplyRenewal(ids, tokens []int64, res *weirdriver.JobRenewResult
 		}
 	}
 	for _, id := range res.Lost {
-		if j := t.jobs[id]; j != nil && j.Token == tokenOf[id] {
+		// A job its handler completed in its own transaction is gone from the
+		// renewal once that commits: ended, not lost.
+		if j := t.jobs[id]; j != nil && j.Token == tokenOf[id] && !j.completedInTx {
 			t.loseLocked(j, "renewal found the lease gone")
 		}
 	}
@@ -202,7 +240,9 @@ func (t *Table) Expire(now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, j := range t.jobs {
-		if !j.lost && !now.Before(j.deadline) {
+		// A job completed in its handler's transaction stays locked by it until
+		// it ends, so no one else can take the job: nothing to cancel for.
+		if !j.lost && !j.completedInTx && !now.Before(j.deadline) {
 			t.loseLocked(j, "no renewal reached the database in time")
 		}
 	}

@@ -316,7 +316,7 @@ func testRuntimeNotifies(t *testing.T, d weirdriver.Driver) {
 // testJobComplete: the completion a handler makes in its own transaction is
 // fenced like the runtime's (wrong token, or a job not running: nothing
 // changes), takes effect only when the transaction commits, makes a
-// cancel-requested job cancelled, and JobEndedUnder then says so.
+// cancel-requested job cancelled, and JobStatesUnder then says so.
 func testJobComplete(t *testing.T, d weirdriver.Driver) {
 	job := claimOne(t, d, "complete-tx", 3, time.Minute)
 	other := claimOne(t, d, "complete-tx-other", 3, time.Minute)
@@ -370,13 +370,14 @@ func testJobComplete(t *testing.T, d weirdriver.Driver) {
 	}
 
 	waiting := insertOne(t, d, params("k", "complete-tx-waiting", `{}`))
-	ended, err := d.Executor().JobEndedUnder(ctx(t),
+	states, err := d.Executor().JobStatesUnder(ctx(t),
 		[]int64{job.ID, other.ID, job.ID, waiting.ID, 1 << 50},
 		[]int64{job.LeaseToken, other.LeaseToken, job.LeaseToken + 1, waiting.LeaseToken, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []bool{true, true, false, false, false}; !slices.Equal(ended, want) {
-		t.Fatalf("JobEndedUnder = %v, want %v", ended, want)
+	want := []weirtype.JobState{weirtype.JobStateCompleted, weirtype.JobStateCancelled, "", weirtype.JobStateAvailable, ""}
+	if !slices.Equal(states, want) {
+		t.Fatalf("JobStatesUnder = %v, want %v", states, want)
 	}
 }

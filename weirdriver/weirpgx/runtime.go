@@ -158,24 +158,24 @@ func completed(err error) (bool, error) {
 	return true, nil
 }
 
-// JobEndedUnder implements weirdriver.Executor.
-func (e *executor) JobEndedUnder(ctx context.Context, ids, tokens []int64) (_ []bool, err error) {
+// JobStatesUnder implements weirdriver.Executor.
+func (e *executor) JobStatesUnder(ctx context.Context, ids, tokens []int64) (_ []weirtype.JobState, err error) {
 	defer func() { err = schemaErr(err) }()
 	if len(ids) != len(tokens) {
-		return nil, fmt.Errorf("jobs ended: %d ids and %d tokens", len(ids), len(tokens))
+		return nil, fmt.Errorf("job states: %d ids and %d tokens", len(ids), len(tokens))
 	}
-	r, err := e.db.Query(ctx, e.q.jobEndedUnder, ids, tokens)
+	r, err := e.db.Query(ctx, e.q.jobStatesUnder, ids, tokens)
 	if err != nil {
-		return nil, fmt.Errorf("jobs ended: %w", err)
+		return nil, fmt.Errorf("job states: %w", err)
 	}
-	ended, err := pgx.CollectRows(r, pgx.RowTo[bool])
+	states, err := pgx.CollectRows(r, pgx.RowTo[weirtype.JobState])
 	if err != nil {
-		return nil, fmt.Errorf("jobs ended: %w", err)
+		return nil, fmt.Errorf("job states: %w", err)
 	}
-	if len(ended) != len(ids) {
-		return nil, fmt.Errorf("jobs ended: got %d rows back for %d jobs", len(ended), len(ids))
+	if len(states) != len(ids) {
+		return nil, fmt.Errorf("job states: got %d rows back for %d jobs", len(states), len(ids))
 	}
-	return ended, nil
+	return states, nil
 }
 
 func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (_ *weirdriver.JobRenewResult, err error) {

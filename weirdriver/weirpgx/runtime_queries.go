@@ -118,11 +118,10 @@ UPDATE {job} j SET
 WHERE j.id = $1::bigint AND j.lease_token = $2::bigint AND j.state = 'running'
 RETURNING j.id`
 
-// jobEndedUnderSQL reports, per input row in order, whether job $1[i] is
-// completed or cancelled under lease token $2[i].
-const jobEndedUnderSQL = `
-SELECT EXISTS (SELECT 1 FROM {job} j
-	WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state IN ('completed', 'cancelled'))
+// jobStatesUnderSQL returns, per input row in order, the state of job $1[i]
+// if its lease token is $2[i], else ”.
+const jobStatesUnderSQL = `
+SELECT coalesce((SELECT j.state FROM {job} j WHERE j.id = i.id AND j.lease_token = i.lease_token), '')
 FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS i(id, lease_token, ord)
 ORDER BY i.ord`
 
@@ -253,7 +252,7 @@ type runtimeQueries struct {
 	jobFinalize    string
 	jobComplete    string
 	jobCompleteOne string
-	jobEndedUnder  string
+	jobStatesUnder string
 	jobRenew       string
 	jobRescue      string
 	jobSchedule    string
@@ -270,7 +269,7 @@ func newRuntimeQueries(fill func(string) string) runtimeQueries {
 		jobFinalize:    fill(jobFinalizeSQL),
 		jobComplete:    fill(jobCompleteSQL),
 		jobCompleteOne: fill(jobCompleteOneSQL),
-		jobEndedUnder:  fill(jobEndedUnderSQL),
+		jobStatesUnder: fill(jobStatesUnderSQL),
 		jobRenew:       fill(jobRenewSQL),
 		jobRescue:      fill(jobRescueSQL),
 		jobSchedule:    fill(jobScheduleSQL),

@@ -136,9 +136,8 @@ RETURNING {cols}`)
 WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
 RETURNING state, queue`)
 
-	// Whether job ?1 is completed or cancelled under lease token ?2.
-	jobEndedUnder = `SELECT EXISTS (SELECT 1 FROM weir_job
-WHERE id = ?1 AND lease_token = ?2 AND state IN ('completed', 'cancelled'))`
+	// The state of job ?1 if its lease token is ?2; no row if not.
+	jobStateUnder = `SELECT state FROM weir_job WHERE id = ?1 AND lease_token = ?2`
 
 	// Renew one lease, fenced; it changes only lease_expires_at. ?1 id, ?2 token,
 	// ?3 the new expiry.

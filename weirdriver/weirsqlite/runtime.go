@@ -298,19 +298,21 @@ func (e *executor) JobComplete(ctx context.Context, id, leaseToken int64) (bool,
 	return applied[0], nil
 }
 
-// JobEndedUnder implements weirdriver.Executor.
-func (e *executor) JobEndedUnder(ctx context.Context, ids, tokens []int64) (_ []bool, err error) {
+// JobStatesUnder implements weirdriver.Executor.
+func (e *executor) JobStatesUnder(ctx context.Context, ids, tokens []int64) (_ []weirtype.JobState, err error) {
 	defer func() { err = schemaErr(err) }()
 	if len(ids) != len(tokens) {
-		return nil, fmt.Errorf("jobs ended: %d ids and %d tokens", len(ids), len(tokens))
+		return nil, fmt.Errorf("job states: %d ids and %d tokens", len(ids), len(tokens))
 	}
-	ended := make([]bool, len(ids))
+	states := make([]weirtype.JobState, len(ids))
 	q := e.reader()
 	for i, id := range ids {
-		err := q.QueryRowContext(ctx, jobEndedUnder, id, tokens[i]).Scan(&ended[i])
-		if err != nil {
-			return nil, fmt.Errorf("jobs ended: %w", err)
+		err := q.QueryRowContext(ctx, jobStateUnder, id, tokens[i]).Scan(&states[i])
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return nil, fmt.Errorf("job states: %w", err)
 		}
 	}
-	return ended, nil
+	return states, nil
 }

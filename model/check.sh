@@ -109,6 +109,8 @@ broken() {
 spin -V
 exhaustive two-jobs   -DNJ=2 -DMAXCLAIMS=3 -DMAXATT=2 -DMAXFAULTS=2 -DMAXCRASH=1
 exhaustive one-job    -DNJ=1 -DMAXCLAIMS=5 -DMAXATT=3 -DMAXFAULTS=3 -DMAXCRASH=2
+# Handlers that complete their job in their own transaction (JobCompleteTx).
+exhaustive complete-tx -DCOMPLETE_TX -DNJ=1 -DMAXCLAIMS=4 -DMAXATT=3 -DMAXFAULTS=2 -DMAXCRASH=1
 
 # G3 assertions compare the statement's (ghost) lease with the row's current one,
 # gl[j]; G2 ones use g2done (at a claim) or g2l (at Stop's return); KEEP's reads
@@ -120,6 +122,7 @@ broken NO_TOKEN_BUMP     G3   '== *gl\[j\]'
 broken NO_DRAIN          G2   'g2'
 broken STOP_NIL_ON_LOST  G2   'g2'
 broken HB_STOP_EARLY     KEEP 'lfault'
+broken NO_TX_FENCE       G3   '== *gl\[j\]' -DCOMPLETE_TX
 
 if [ "$fail" -ne 0 ]; then
 	echo "model/check.sh: FAILED" >&2

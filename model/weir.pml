@@ -31,6 +31,12 @@
  *   -DHB_STOP_EARLY      Stop stops the heartbeat before the drain     (KEEP)
  *   -DSTOP_NIL_ON_LOST   Stop ignores the outcomes it found stale or
  *                        abandoned, as weir's Stop did before the fix  (G2)
+ *
+ * With -DCOMPLETE_TX a handler may also complete its job in its own transaction
+ * (weir.JobCompleteTx, weirpgx jobCompleteOne), which then commits or rolls back;
+ * check.sh searches that in a configuration of its own. Its broken variant:
+ *   -DNO_TX_FENCE        the completion checks only that the job runs, not the
+ *                        lease token, as River's JobCompleteTx does     (G3)
  */
 
 /* ---- bounds (check.sh may override them with -D) ------------------------- */
@@ -75,6 +81,9 @@ typedef Stmt {
 };
 Stmt fs[NW];     /* the completer's JobFinalize */
 Stmt rs[NW];     /* a JobRenew whose call timed out: it may still land */
+#ifdef COMPLETE_TX
+Stmt cs[NW];     /* the handler's JobCompleteTx, with its transaction's commit */
+#endif
 
 /* ---- each worker's local state (lease.Job in internal/lease) --------------- */
 mtype life[NW];
@@ -93,6 +102,9 @@ bool  retry[NW];      /* a finalize call failed; it waits to be retried */
 bool  unwritten[NW];  /* completer.unwritten not empty: since Stop began, an outcome
                          of a handler that ran (not a RETURN) came back stale or was
                          abandoned; Stop returns an error naming the job */
+bool  intx[NW];       /* lease.Job completedInTx: the handler's JobCompleteTx applied
+                         (its transaction then committed, or rolled back) */
+bool  txdone[NW];     /* ghost: ... and its transaction committed */
 
 byte claims = 0;
 byte faults = 0;
@@ -141,6 +153,17 @@ bool  g2done[NJ];     /* such a handler returned and then its worker's Stop retu
 #define FIN_FENCE(w, j)   (st[j] == RUNNING && (fs[w].out == COMPLETE || tok[j] == fs[w].tk))
 #else
 #define FIN_FENCE(w, j)   (st[j] == RUNNING && tok[j] == fs[w].tk)
+#endif
+/* The handler may return: not while it waits for its JobCompleteTx. */
+#ifdef COMPLETE_TX
+#define RETURNS(w) (hs[w] == HANDLER && cs[w].ph == FREE)
+#else
+#define RETURNS(w) (hs[w] == HANDLER)
+#endif
+#ifdef NO_TX_FENCE
+#define TX_FENCE(w, j)    (st[j] == RUNNING)
+#else
+#define TX_FENCE(w, j)    (st[j] == RUNNING && tok[j] == cs[w].tk)
 #endif
 #ifdef NO_RENEW_FENCE
 #define RENEW_FENCE(j, t) (st[j] == RUNNING)
@@ -238,7 +261,8 @@ inline sql_rescue(j) {
 inline forget(w) {
 	hs[w] = IDLE; hj[w] = 0; ht[w] = 0; hgl[w] = 0; hatt[w] = 0; hout[w] = NOOUT;
 	lost[w] = false; hbfail[w] = false; cancelled[w] = false;
-	sent[w] = false; retry[w] = false; lfault[w] = false
+	sent[w] = false; retry[w] = false; lfault[w] = false;
+	intx[w] = false; txdone[w] = false
 }
 
 inline free_stmt(s) {
@@ -308,8 +332,17 @@ proctype worker(byte w) {
 	:: atomic { hs[w] == BUFFERED && life[w] == STOPPING -> hout[w] = RETURN; hs[w] = FINALIZING;
 		printf("w%d: buffered job %d to be returned\n", w, hj[w]) }
 
+#ifdef COMPLETE_TX
+	/* -- the handler completes its job in its own transaction (JobCompleteTx):
+	 * refused at once if the lease is not trusted (Table.Standing); otherwise
+	 * the fenced UPDATE is sent, and lands, with the transaction's end, later */
+	:: atomic { hs[w] == HANDLER && !intx[w] && !lost[w] && cs[w].ph == FREE ->
+		cs[w].ph = REQ; cs[w].w8 = true; cs[w].job = hj[w]; cs[w].tk = ht[w]; cs[w].gl = hgl[w];
+		printf("w%d: handler completes job %d lease %d in its transaction: sent\n", w, hj[w], hgl[w]) }
+#endif
+
 	/* -- the handler returns (producer.go run, outcome.go finalization) ------ */
-	:: atomic { hs[w] == HANDLER ->
+	:: atomic { RETURNS(w) ->
 		if
 		:: hout[w] = COMPLETE                           /* nil */
 		:: !cancelled[w] && hatt[w] >= MAXATT -> hout[w] = DISCARD  /* error, none left */
@@ -319,7 +352,7 @@ proctype worker(byte w) {
 		hs[w] = FINALIZING; cancelled[w] = false;
 		printf("w%d: handler of job %d returns: %e\n", w, hj[w], hout[w]);
 		if
-		:: hout[w] == COMPLETE || hout[w] == DISCARD ->
+		:: hout[w] == COMPLETE || hout[w] == DISCARD || txdone[w] ->
 			g2s[R(w, hj[w])] = G_RETURNED; g2l[R(w, hj[w])] = hgl[w]
 		:: else -> skip
 		fi }
@@ -400,6 +433,9 @@ proctype worker(byte w) {
 		break
 	/* SIGKILL */
 	:: atomic { crashes < MAXCRASH -> crashes++; life[w] = CRASHED;
+#ifdef COMPLETE_TX
+		free_stmt(cs[w]);    /* a transaction open at the crash rolls back */
+#endif
 		printf("w%d: crashes\n", w); gone(w) };
 		break
 	od
@@ -414,12 +450,43 @@ end:
 	/* the finalize reaches the database, after any delay; the completer gets
 	 * its answer (written or stale) and resolves the finalization */
 	:: atomic { fs[w].ph == REQ && fs[w].w8 ->
-		sql_finalize(w, j, ok); j = 0; free_stmt(fs[w]);
+		sql_finalize(w, j, ok); j = fs[w].job; free_stmt(fs[w]);
 		if
-		:: !ok -> note_unwritten(w)
+#ifdef COMPLETE_TX
+		:: !ok && intx[w] && st[j] == COMPLETED && tok[j] == ht[w] ->
+			/* JobStatesUnder: the handler's transaction ended the job */
+			printf("w%d: job %d ended by its handler's transaction\n", w, j)
+#endif
+		:: !ok && !(intx[w] && st[j] == COMPLETED && tok[j] == ht[w]) -> note_unwritten(w)
 		:: else -> skip
 		fi;
-		ok = false; forget(w) }
+		j = 0; ok = false; forget(w) }
+#ifdef COMPLETE_TX
+	/* the handler's completion reaches the database, after any delay: fenced,
+	 * it applies and its transaction commits or rolls back; stale, it changes
+	 * nothing (ErrLeaseLost) and the transaction rolls back */
+	:: atomic { cs[w].ph == REQ ->
+		j = cs[w].job;
+		if
+		:: TX_FENCE(w, j) ->
+			if
+			:: printf("db: job %d completed in the transaction of lease %d: committed (current lease: %d)\n", j, cs[w].gl, gl[j]);
+				assert(cs[w].gl == gl[j]);   /* G3: only the current lease's transaction commits */
+				st[j] = COMPLETED; exp[j] = false;
+				if
+				:: alive(w) -> txdone[w] = true
+				:: else -> skip    /* an abandoned handler's transaction, after Stop */
+				fi
+			:: printf("db: job %d completed in the transaction of lease %d: rolled back\n", j, cs[w].gl)
+			fi;
+			if
+			:: alive(w) -> intx[w] = true
+			:: else -> skip
+			fi
+		:: else -> printf("db: job %d completion under lease %d: stale, the transaction rolls back\n", j, cs[w].gl)
+		fi;
+		j = 0; free_stmt(cs[w]) }
+#endif
 	/* its call times out; the statement stays on the wire */
 	:: atomic { fs[w].ph == REQ && fs[w].w8 && faults < MAXFAULTS ->
 		printf("w%d: finalize call times out, the statement stays on the wire\n", w);
@@ -480,7 +547,10 @@ init {
 		}
 		for (i : 0 .. NW - 1) {
 			life[i] = UP;
-			forget(i); free_stmt(fs[i]); free_stmt(rs[i])
+			forget(i); free_stmt(fs[i]); free_stmt(rs[i]);
+#ifdef COMPLETE_TX
+			free_stmt(cs[i])
+#endif
 		}
 		for (i : 0 .. NW * NJ - 1) {
 			g2s[i] = G_NONE

@@ -818,6 +818,8 @@ func (s *soakRun) probeArgs(rng *rand.Rand) soakProbeArgs {
 		return soakProbeArgs{Mode: modeOK, MS: budget + rng.IntN(budget+1)}
 	case x < 0.155:
 		return soakProbeArgs{Mode: modeOK, MS: 200 + rng.IntN(1300)}
+	case x < 0.255:
+		return soakProbeArgs{Mode: modeTx, MS: 200 + rng.IntN(1300)}
 	}
 	return soakProbeArgs{Mode: modeOK, MS: rng.IntN(20)}
 }

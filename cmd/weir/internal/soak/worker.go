@@ -43,6 +43,7 @@ const (
 	modeFail     = "fail"     // its first attempt fails; later ones succeed
 	modeOverrun  = "overrun"  // its first attempt outlasts its timeout, which cancels it
 	modeStubborn = "stubborn" // sleeps ms ignoring its context, past its timeout, then succeeds
+	modeTx       = "tx"       // sleeps ms, then writes its end and completes its job in one transaction
 )
 
 // soakProbeArgs are a probe job's arguments.
@@ -82,7 +83,9 @@ func newSoakProbe(pool *pgxpool.Pool, schema, name string, timeout time.Duration
 		start: "INSERT INTO " + table + ` AS x (job_id, lease_token, attempt, worker, pid, mode, nonce)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (job_id, lease_token, nonce) DO UPDATE SET nonce = x.nonce RETURNING id`,
-		end: "UPDATE " + table + " SET ended_at = clock_timestamp(), result = $2 WHERE id = $1",
+		// An end already written (by a transaction that completed the job,
+		// whose commit's reply was lost) stays.
+		end: "UPDATE " + table + " SET ended_at = clock_timestamp(), result = $2 WHERE id = $1 AND ended_at IS NULL",
 	}
 }
 
@@ -123,6 +126,17 @@ func (p *soakProbe) Work(ctx context.Context, job *weir.Job[soakProbeArgs]) erro
 		return fmt.Errorf("soak probe token=%d: audit start: %w", job.LeaseToken, err)
 	}
 	result, workErr := p.work(ctx, job)
+	if job.Args.Mode == modeTx && workErr == nil {
+		// The end and the job's completion commit together, or neither does
+		// (G3 for the handler's own writes: a stale lease's end never commits).
+		if workErr = p.completeInTx(ctx, id, job); workErr == nil {
+			return nil
+		}
+		result = "tx: " + workErr.Error()
+		if errors.Is(workErr, weir.ErrLeaseLost) {
+			result = "lease lost"
+		}
+	}
 	// The end is written even when the handler's context was cancelled, since
 	// the handler is about to return; a handler that cannot write it returns
 	// an error instead.
@@ -135,6 +149,21 @@ func (p *soakProbe) Work(ctx context.Context, job *weir.Job[soakProbeArgs]) erro
 		return fmt.Errorf("soak probe token=%d: audit end: %w", job.LeaseToken, err)
 	}
 	return workErr
+}
+
+// completeInTx writes the execution's end, result ok, and completes the job in
+// one transaction. Its error names the lease token.
+func (p *soakProbe) completeInTx(ctx context.Context, id int64, job *weir.Job[soakProbeArgs]) error {
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, p.end, id, "ok"); err != nil {
+			return err
+		}
+		return weir.JobCompleteTx(ctx, tx, job.JobRow)
+	})
+	if err != nil {
+		return fmt.Errorf("soak probe token=%d: complete in a transaction: %w", job.LeaseToken, err)
+	}
+	return nil
 }
 
 // work does what the job's mode says, and returns the result to record and

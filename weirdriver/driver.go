@@ -125,8 +125,9 @@ type MigrationTx interface {
 }
 
 // Inserter is all that runs inside a caller's transaction (Driver.UnwrapTx):
-// inserting jobs, and completing a running job under its lease
-// (weir.JobCompleteTx). Executor has it too.
+// inserting jobs, listing them as the transaction sees them (its own inserts
+// included; weirtest reads through it), and completing a running job under
+// its lease (weir.JobCompleteTx). Executor has it too.
 type Inserter interface {
 	// JobInsert inserts jobs with one statement per call and returns them in order.
 	// A job whose unique key conflicts with an existing job's is not inserted; the
@@ -149,6 +150,8 @@ type Inserter interface {
 	// until the transaction ends, so no rescue or claim can take the job
 	// meanwhile.
 	JobComplete(ctx context.Context, id, leaseToken int64) (bool, error)
+	// JobList lists jobs in id order (see JobListParams).
+	JobList(ctx context.Context, params *JobListParams) ([]*weirtype.JobRow, error)
 }
 
 // InserterTx is an Inserter inside a transaction (or savepoint) it owns.
@@ -163,7 +166,6 @@ type Executor interface {
 	Inserter
 
 	JobGet(ctx context.Context, id int64) (*weirtype.JobRow, error)
-	JobList(ctx context.Context, params *JobListParams) ([]*weirtype.JobRow, error)
 	// JobCancel makes a job that is not running cancelled at once, and marks a running
 	// job's cancel request. It returns the job afterwards.
 	JobCancel(ctx context.Context, id int64) (*weirtype.JobRow, error)

@@ -157,6 +157,11 @@ func (e *executor) JobList(ctx context.Context, p *weirdriver.JobListParams) (_ 
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer r.Close()
+	return scanListed(r)
+}
+
+// scanListed reads the rows of a listing (listQuery).
+func scanListed(r rows) ([]*weirtype.JobRow, error) {
 	var jobs []*weirtype.JobRow
 	sc := newJobScanner()
 	for r.Next() {

@@ -55,6 +55,18 @@ func (e *sqlExecutor) JobComplete(ctx context.Context, id, leaseToken int64) (_ 
 	return completed(err)
 }
 
+// JobList implements weirdriver.Inserter in the caller's transaction.
+func (e *sqlExecutor) JobList(ctx context.Context, p *weirdriver.JobListParams) (_ []*weirtype.JobRow, err error) {
+	defer func() { err = schemaErr(err) }()
+	query, args := listQuery(e.q, p)
+	r, err := e.tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer r.Close()
+	return scanListed(r)
+}
+
 // BeginInsert opens a savepoint in the caller's transaction.
 func (e *sqlExecutor) BeginInsert(ctx context.Context) (weirdriver.InserterTx, error) {
 	if _, err := e.tx.ExecContext(ctx, "SAVEPOINT weir_insert"); err != nil {

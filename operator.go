@@ -21,6 +21,8 @@ type JobListParams struct {
 	States []JobState
 	Queues []string
 	Kinds  []string
+	// Tags keeps the jobs that carry every one of them.
+	Tags []string
 	// CreatedAfter and CreatedBefore bound created_at: after is inclusive, before
 	// exclusive; zero means no bound.
 	CreatedAfter  time.Time
@@ -59,7 +61,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		params = &JobListParams{}
 	}
 	p := &weirdriver.JobListParams{
-		States: params.States, Queues: params.Queues, Kinds: params.Kinds,
+		States: params.States, Queues: params.Queues, Kinds: params.Kinds, Tags: params.Tags,
 		CreatedAfter: params.CreatedAfter, CreatedBefore: params.CreatedBefore,
 		AfterID: params.Cursor, Descending: params.Descending, Limit: params.Limit,
 	}
@@ -84,6 +86,14 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 	}
 	for _, k := range p.Kinds {
 		if err := validateName("JobListParams.Kinds", "kind", k); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.Tags) > MaxTags {
+		return nil, invalidf("JobListParams.Tags", "%d tags; a job carries at most %d", len(p.Tags), MaxTags)
+	}
+	for _, tag := range p.Tags {
+		if err := validateName("JobListParams.Tags", "tag", tag); err != nil {
 			return nil, err
 		}
 	}

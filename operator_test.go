@@ -78,6 +78,8 @@ func TestJobListBadInput(t *testing.T) {
 		{&weir.JobListParams{States: []weir.JobState{"nope"}}, "JobListParams.States"},
 		{&weir.JobListParams{Queues: []string{"bad queue"}}, "JobListParams.Queues"},
 		{&weir.JobListParams{Kinds: []string{""}}, "JobListParams.Kinds"},
+		{&weir.JobListParams{Tags: []string{"bad tag"}}, "JobListParams.Tags"},
+		{&weir.JobListParams{Tags: make([]string, weir.MaxTags+1)}, "JobListParams.Tags"},
 		{&weir.JobListParams{CreatedAfter: now, CreatedBefore: now.Add(-time.Hour)}, "JobListParams.CreatedAfter"},
 		{&weir.JobListParams{CreatedBefore: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)}, "JobListParams.CreatedBefore"},
 	} {

@@ -266,6 +266,7 @@ type JobListParams struct {
 	States        []weirtype.JobState
 	Queues        []string
 	Kinds         []string
+	Tags          []string  // jobs that carry every one of them
 	CreatedAfter  time.Time // inclusive; zero means no bound
 	CreatedBefore time.Time // exclusive; zero means no bound
 	// AfterID and Descending page by id: ascending lists ids > AfterID, descending

@@ -28,7 +28,7 @@ var jobsCommand = &command{
 const jobsSynopsis = `Usage:
 
     weir jobs list   [--state STATE,...] [--queue NAME,...] [--kind KIND,...]
-                     [--limit N] [--after ID] [--json]
+                     [--tag TAG,...] [--limit N] [--after ID] [--json]
     weir jobs show   ID [--json]
     weir jobs retry  ID...
     weir jobs cancel ID...
@@ -37,7 +37,8 @@ const jobsSynopsis = `Usage:
 Each action also takes --database-url URL and --schema NAME.
 
 list prints a page of jobs by ascending id, filtered by state, queue and kind
-(each a comma-separated list), as a table or, with --json, as a JSON array.
+(each a comma-separated list: any of them) and by tag (a comma-separated list:
+all of them), as a table or, with --json, as a JSON array.
 When more jobs follow, the table ends with the --after that shows them.
 show prints every field of one job, its errors included.
 retry makes jobs that are not running available now; a job that used all its
@@ -64,6 +65,7 @@ type jobsOpts struct {
 	states string
 	queues string
 	kinds  string
+	tags   string
 	limit  int
 	after  int64
 	json   bool
@@ -78,6 +80,7 @@ func jobsFlags(action string) (*flag.FlagSet, *jobsOpts) {
 		fs.StringVar(&o.states, "state", "", "list jobs in these `STATES` only, such as available,retryable")
 		fs.StringVar(&o.queues, "queue", "", "list jobs of these `QUEUES` only, comma-separated")
 		fs.StringVar(&o.kinds, "kind", "", "list jobs of these `KINDS` only, comma-separated")
+		fs.StringVar(&o.tags, "tag", "", "list jobs that carry all of these `TAGS`, comma-separated")
 		fs.IntVar(&o.limit, "limit", weir.DefaultListLimit, fmt.Sprintf("list at most `N` jobs, up to %d", weir.MaxListLimit))
 		fs.Int64Var(&o.after, "after", 0, "list jobs after the one with this `ID` (the cursor of the previous page)")
 		fs.BoolVar(&o.json, "json", false, "print a JSON array of jobs")
@@ -168,6 +171,9 @@ func (o *jobsOpts) listParams(fs *flag.FlagSet) (*weir.JobListParams, error) {
 		return nil, err
 	}
 	if p.Kinds, err = splitList(fs, "kind", o.kinds); err != nil {
+		return nil, err
+	}
+	if p.Tags, err = splitList(fs, "tag", o.tags); err != nil {
 		return nil, err
 	}
 	if o.limit < 1 || o.limit > weir.MaxListLimit {

@@ -60,6 +60,15 @@ func TestJobsList(t *testing.T) {
 	if _, rows := tableRows(t, r.stdout); len(rows) != 1 || rows[0][0] != fmt.Sprint(f.scheduled) {
 		t.Errorf("--queue later,busy --kind fix.scheduled:\n%s", r.stdout)
 	}
+	r = f.weir(t, "jobs", "list", "--tag", "no-such-tag")
+	wantOK(t, r)
+	if r.stdout != "no jobs\n" {
+		t.Errorf("--tag no-such-tag printed %q", r.stdout)
+	}
+	r = f.weir(t, "jobs", "list", "--tag", "bad tag")
+	if r.code == 0 || !strings.Contains(r.stderr, `tag "bad tag" has characters outside`) {
+		t.Errorf("--tag 'bad tag': exit %d, stderr %q", r.code, r.stderr)
+	}
 	r = f.weir(t, "jobs", "list", "--queue", "nothing-here")
 	wantOK(t, r)
 	if r.stdout != "no jobs\n" {

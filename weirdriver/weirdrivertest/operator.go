@@ -26,6 +26,10 @@ func testListFiltersAndPages(t *testing.T, d weirdriver.Driver) {
 	var ids []int64
 	for i := range 10 {
 		p := params([]string{"a", "b"}[i%2], []string{"q1", "q2"}[i/5], `{}`)
+		p.Tags = []string{"all", []string{"odd", "even"}[(i+1)%2]}
+		if i%3 == 0 {
+			p.Tags = append(p.Tags, "third")
+		}
 		ids = append(ids, insertOne(t, d, p).ID)
 	}
 	list := func(p weirdriver.JobListParams) []int64 {
@@ -48,6 +52,16 @@ func testListFiltersAndPages(t *testing.T, d weirdriver.Driver) {
 	}
 	if got := list(weirdriver.JobListParams{Kinds: []string{"a"}, Queues: []string{"q2"}}); !slices.Equal(got, []int64{ids[6], ids[8]}) {
 		t.Fatalf("kind a in q2: %v", got)
+	}
+	// Tags: every one given; ids[i] is "even" for even i (0-based), "third" for i%3 == 0.
+	if got := list(weirdriver.JobListParams{Tags: []string{"even", "third"}}); !slices.Equal(got, []int64{ids[0], ids[6]}) {
+		t.Fatalf("tags even and third: %v", got)
+	}
+	if got := list(weirdriver.JobListParams{Tags: []string{"all"}, Kinds: []string{"b"}, Queues: []string{"q1"}}); !slices.Equal(got, []int64{ids[1], ids[3]}) {
+		t.Fatalf("tag all, kind b in q1: %v", got)
+	}
+	if got := list(weirdriver.JobListParams{Tags: []string{"none"}}); len(got) != 0 {
+		t.Fatalf("an unknown tag: %v", got)
 	}
 	if got := list(weirdriver.JobListParams{AfterID: ids[3], Limit: 3}); !slices.Equal(got, ids[4:7]) {
 		t.Fatalf("page after %d: %v", ids[3], got)

@@ -305,6 +305,9 @@ func listQuery(q *queries, p *weirdriver.JobListParams) (string, []any) {
 	if len(p.Kinds) > 0 {
 		add("kind = ANY($?::text[])", p.Kinds)
 	}
+	if len(p.Tags) > 0 {
+		add("tags @> $?::text[]", p.Tags)
+	}
 	if !p.CreatedAfter.IsZero() {
 		add("created_at >= $?", p.CreatedAfter)
 	}

@@ -379,6 +379,10 @@ func listQuery(p *weirdriver.JobListParams) (string, []any) {
 	if len(p.Kinds) > 0 {
 		in("kind", p.Kinds)
 	}
+	for _, tag := range p.Tags {
+		args = append(args, tag)
+		where = append(where, "EXISTS (SELECT 1 FROM json_each(tags) WHERE value = ?"+strconv.Itoa(len(args))+")")
+	}
 	if !p.CreatedAfter.IsZero() {
 		cmp("created_at >=", p.CreatedAfter.UnixMicro())
 	}

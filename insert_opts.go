@@ -224,29 +224,15 @@ func (c *Client) checkInsert(in *InsertParams, now time.Time, check *jsonChecker
 	if p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts {
 		return nil, invalidf("InsertOpts.MaxAttempts", "max attempts %d is out of range 1..%d", p.MaxAttempts, MaxMaxAttempts)
 	}
-	if len(p.Tags) > MaxTags {
-		return nil, invalidf("InsertOpts.Tags", "%d tags given; the limit is %d", len(p.Tags), MaxTags)
-	}
-	for _, tag := range p.Tags {
-		if err := validateName("InsertOpts.Tags", "tag", tag); err != nil {
-			return nil, err
-		}
+	if err := checkTags("InsertOpts.Tags", p.Tags); err != nil {
+		return nil, err
 	}
 	if len(in.Metadata) > 0 {
-		if !json.Valid(in.Metadata) || !isJSONObject(in.Metadata) {
-			return nil, invalidf("InsertOpts.Metadata", "metadata must be a JSON object, got %s", truncate(string(in.Metadata)))
+		meta, err := c.checkMetadata("InsertOpts.Metadata", in.Metadata, check)
+		if err != nil {
+			return nil, err
 		}
-		if len(in.Metadata) > c.config.MaxArgsBytes {
-			return nil, invalidf("InsertOpts.Metadata", "metadata is %d bytes; the limit is %d (Config.MaxArgsBytes)", len(in.Metadata), c.config.MaxArgsBytes)
-		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, in.Metadata); err != nil {
-			return nil, invalidf("InsertOpts.Metadata", "metadata is not valid JSON: %v", err)
-		}
-		if err := check.check(compact.Bytes(), false); err != nil {
-			return nil, invalidf("InsertOpts.Metadata", "metadata has %v", err)
-		}
-		p.Metadata = compact.Bytes()
+		p.Metadata = meta
 	}
 	if !in.Unique.isZero() {
 		if err := setUnique(p, &in.Unique, now); err != nil {
@@ -254,6 +240,38 @@ func (c *Client) checkInsert(in *InsertParams, now time.Time, check *jsonChecker
 		}
 	}
 	return p, nil
+}
+
+// checkMetadata checks metadata given in field (a JSON object within
+// Config.MaxArgsBytes, with nothing the stores refuse) and returns it compacted.
+func (c *Client) checkMetadata(field string, meta json.RawMessage, check *jsonChecker) (json.RawMessage, error) {
+	if !json.Valid(meta) || !isJSONObject(meta) {
+		return nil, invalidf(field, "metadata must be a JSON object, got %s", truncate(string(meta)))
+	}
+	if len(meta) > c.config.MaxArgsBytes {
+		return nil, invalidf(field, "metadata is %d bytes; the limit is %d (Config.MaxArgsBytes)", len(meta), c.config.MaxArgsBytes)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, meta); err != nil {
+		return nil, invalidf(field, "metadata is not valid JSON: %v", err)
+	}
+	if err := check.check(compact.Bytes(), false); err != nil {
+		return nil, invalidf(field, "metadata has %v", err)
+	}
+	return compact.Bytes(), nil
+}
+
+// checkTags checks tags given in field: at most MaxTags, each a valid name.
+func checkTags(field string, tags []string) error {
+	if len(tags) > MaxTags {
+		return invalidf(field, "%d tags given; the limit is %d", len(tags), MaxTags)
+	}
+	for _, tag := range tags {
+		if err := validateName(field, "tag", tag); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sameBytes reports whether a and b are the same slice of the same array.

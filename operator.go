@@ -2,6 +2,7 @@ package weir
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -89,13 +90,8 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 			return nil, err
 		}
 	}
-	if len(p.Tags) > MaxTags {
-		return nil, invalidf("JobListParams.Tags", "%d tags; a job carries at most %d", len(p.Tags), MaxTags)
-	}
-	for _, tag := range p.Tags {
-		if err := validateName("JobListParams.Tags", "tag", tag); err != nil {
-			return nil, err
-		}
+	if err := checkTags("JobListParams.Tags", p.Tags); err != nil {
+		return nil, err
 	}
 	for _, bound := range []struct {
 		field, what string
@@ -150,6 +146,40 @@ func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 // JobDelete deletes a job that is not running and returns it.
 func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
 	return c.changeJob(ctx, id, weirdriver.Executor.JobDelete)
+}
+
+// JobUpdateParams changes a job that is not running; a nil field leaves what
+// it names as it is.
+type JobUpdateParams struct {
+	// Metadata replaces the job's metadata: a JSON object, checked as at
+	// insert.
+	Metadata json.RawMessage
+	// Tags replaces the job's tags; an empty, non-nil slice removes them all.
+	Tags []string
+}
+
+// JobUpdate replaces the metadata or tags of a job that is not running (its
+// worker holds a running one) and returns the job afterwards. Replacing, not
+// merging: to change one key, read the job, change its metadata, and write it
+// back.
+func (c *Client) JobUpdate(ctx context.Context, id int64, params *JobUpdateParams) (*JobRow, error) {
+	if params == nil || params.Metadata == nil && params.Tags == nil {
+		return nil, invalidf("JobUpdateParams", "nothing to change: set Metadata or Tags")
+	}
+	upd := &weirdriver.JobUpdateParams{Tags: params.Tags}
+	if params.Metadata != nil {
+		meta, err := c.checkMetadata("JobUpdateParams.Metadata", params.Metadata, &jsonChecker{})
+		if err != nil {
+			return nil, err
+		}
+		upd.Metadata = meta
+	}
+	if err := checkTags("JobUpdateParams.Tags", params.Tags); err != nil {
+		return nil, err
+	}
+	return c.changeJob(ctx, id, func(e weirdriver.Executor, ctx context.Context, id int64) (*JobRow, error) {
+		return e.JobUpdate(ctx, id, upd)
+	})
 }
 
 func (c *Client) changeJob(ctx context.Context, id int64, op func(weirdriver.Executor, context.Context, int64) (*JobRow, error)) (*JobRow, error) {

@@ -1,7 +1,10 @@
 package weir_test
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +180,54 @@ func TestQueueList(t *testing.T) {
 	if len(queues) != 2 || queues[0].Name != "mail" || queues[0].Counts[weir.JobStateAvailable] != 2 ||
 		queues[1].Counts[weir.JobStateAvailable] != 1 {
 		t.Fatalf("queues %+v", queues)
+	}
+}
+
+// TestJobUpdate: JobUpdate replaces a job's metadata or tags; every bad input
+// is refused with an *InvalidError naming its field, and changes nothing.
+func TestJobUpdate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	res, err := b.client.Insert(testCtx(t), probeArgs{Name: "upd"}, &weir.InsertOpts{
+		Metadata: json.RawMessage(`{"tenant":"acme"}`), Tags: []string{"a"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Job.ID
+	got, err := b.client.JobUpdate(testCtx(t), id, &weir.JobUpdateParams{Metadata: json.RawMessage(` { "tenant" : "beta" } `)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Metadata) != `{"tenant": "beta"}` && string(got.Metadata) != `{"tenant":"beta"}` || !slices.Equal(got.Tags, []string{"a"}) {
+		t.Fatalf("after the update: metadata %s tags %v", got.Metadata, got.Tags)
+	}
+	before := b.job(t, id)
+	for _, tc := range []struct {
+		id    int64
+		p     *weir.JobUpdateParams
+		field string
+	}{
+		{id, nil, "JobUpdateParams"},
+		{id, &weir.JobUpdateParams{}, "JobUpdateParams"},
+		{0, &weir.JobUpdateParams{Tags: []string{"x"}}, "id"},
+		{id, &weir.JobUpdateParams{Metadata: json.RawMessage(`[1]`)}, "JobUpdateParams.Metadata"},
+		{id, &weir.JobUpdateParams{Metadata: json.RawMessage(`{"a":`)}, "JobUpdateParams.Metadata"},
+		{id, &weir.JobUpdateParams{Metadata: json.RawMessage(`{"a":"\u0000"}`)}, "JobUpdateParams.Metadata"},
+		{id, &weir.JobUpdateParams{Metadata: json.RawMessage(`{"a":1,"a":2}`)}, "JobUpdateParams.Metadata"},
+		{id, &weir.JobUpdateParams{Metadata: json.RawMessage(`{"a":"` + strings.Repeat("x", 1<<20) + `"}`)}, "JobUpdateParams.Metadata"},
+		{id, &weir.JobUpdateParams{Tags: []string{"bad tag"}}, "JobUpdateParams.Tags"},
+		{id, &weir.JobUpdateParams{Tags: make([]string, weir.MaxTags+1)}, "JobUpdateParams.Tags"},
+	} {
+		_, err := b.client.JobUpdate(testCtx(t), tc.id, tc.p)
+		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != tc.field {
+			t.Errorf("JobUpdate(%d, %+v): %v, want an *InvalidError about %s", tc.id, tc.p, err, tc.field)
+		}
+	}
+	if after := b.job(t, id); !reflect.DeepEqual(after, before) {
+		t.Fatalf("a refused update changed the job: %+v, was %+v", after, before)
+	}
+	if _, err := b.client.JobUpdate(testCtx(t), 1<<50, &weir.JobUpdateParams{Tags: []string{}}); !errors.Is(err, weir.ErrNotFound) {
+		t.Fatalf("update of a missing job: %v, want ErrNotFound", err)
 	}
 }

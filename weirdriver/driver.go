@@ -171,6 +171,9 @@ type Executor interface {
 	JobCancel(ctx context.Context, id int64) (*weirtype.JobRow, error)
 	// JobRetry makes a job that is not running available now.
 	JobRetry(ctx context.Context, id int64) (*weirtype.JobRow, error)
+	// JobUpdate replaces the metadata and tags of a job that is not running
+	// (nil: left as they are) and returns the job afterwards.
+	JobUpdate(ctx context.Context, id int64, params *JobUpdateParams) (*weirtype.JobRow, error)
 	// JobDelete deletes a job that is not running and returns it.
 	JobDelete(ctx context.Context, id int64) (*weirtype.JobRow, error)
 	// QueueList counts jobs by queue and state, and lists paused queues even when
@@ -258,6 +261,13 @@ type JobInsertParams struct {
 type JobInsertResult struct {
 	Job       *weirtype.JobRow
 	Duplicate bool
+}
+
+// JobUpdateParams are the fields JobUpdate replaces; nil leaves a field as it
+// is. Metadata is a JSON object the caller checked.
+type JobUpdateParams struct {
+	Metadata json.RawMessage
+	Tags     []string
 }
 
 // JobListParams filters and pages a job listing. Jobs come in id order; the next page

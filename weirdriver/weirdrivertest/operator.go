@@ -2,7 +2,9 @@ package weirdrivertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -236,5 +238,63 @@ func testQueuePauseResume(t *testing.T, d weirdriver.Driver) {
 	}
 	if jobs := claim(t, d, "paused", 10, time.Minute); len(jobs) != 1 {
 		t.Fatalf("claimed %d jobs after resume, want 1", len(jobs))
+	}
+}
+
+// testUpdate: JobUpdate replaces the metadata or the tags of a job that is not
+// running, final ones included, and leaves the other as it is; a running job
+// and a missing one are refused.
+func testUpdate(t *testing.T, d weirdriver.Driver) {
+	p := params("k", "update", `{}`)
+	p.Metadata = json.RawMessage(`{"a":1}`)
+	p.Tags = []string{"x", "y"}
+	job := insertOne(t, d, p)
+	update := func(id int64, u weirdriver.JobUpdateParams) (*weirtype.JobRow, error) {
+		t.Helper()
+		return d.Executor().JobUpdate(ctx(t), id, &u)
+	}
+	metaOf := func(j *weirtype.JobRow) map[string]any {
+		t.Helper()
+		var m map[string]any
+		if err := json.Unmarshal(j.Metadata, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	got, err := update(job.ID, weirdriver.JobUpdateParams{Metadata: json.RawMessage(`{"b":"two"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := metaOf(got); len(m) != 1 || m["b"] != "two" || !slices.Equal(got.Tags, []string{"x", "y"}) {
+		t.Fatalf("after replacing the metadata: metadata %s tags %v", got.Metadata, got.Tags)
+	}
+	if got, err = update(job.ID, weirdriver.JobUpdateParams{Tags: []string{"z"}}); err != nil {
+		t.Fatal(err)
+	}
+	if m := metaOf(got); m["b"] != "two" || !slices.Equal(got.Tags, []string{"z"}) {
+		t.Fatalf("after replacing the tags: metadata %s tags %v", got.Metadata, got.Tags)
+	}
+	if got, err = update(job.ID, weirdriver.JobUpdateParams{Tags: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tags) != 0 || !reflect.DeepEqual(getJob(t, d, job.ID), got) {
+		t.Fatalf("after clearing the tags: tags %v; stored %+v, returned %+v", got.Tags, getJob(t, d, job.ID), got)
+	}
+
+	if _, err := d.Executor().JobCancel(ctx(t), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = update(job.ID, weirdriver.JobUpdateParams{Tags: []string{"final"}}); err != nil || got.State != weirtype.JobStateCancelled {
+		t.Fatalf("update of a cancelled job: %v, %+v", err, got)
+	}
+	running := claimOne(t, d, "update-running", 3, time.Minute)
+	if _, err := update(running.ID, weirdriver.JobUpdateParams{Tags: []string{"no"}}); !errors.Is(err, weirdriver.ErrJobRunning) {
+		t.Fatalf("update of a running job: %v, want ErrJobRunning", err)
+	}
+	if after := getJob(t, d, running.ID); len(after.Tags) != 0 {
+		t.Fatalf("a refused update changed the tags: %v", after.Tags)
+	}
+	if _, err := update(1<<50, weirdriver.JobUpdateParams{Tags: []string{"no"}}); !errors.Is(err, weirdriver.ErrNotFound) {
+		t.Fatalf("update of a missing job: %v, want ErrNotFound", err)
 	}
 }

@@ -40,6 +40,7 @@ func Run(t *testing.T, setup Setup) {
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
 		{"Delete", testDelete},
+		{"Update", testUpdate},
 		{"QueueList", testQueueList},
 		{"QueueListOldestAvailable", testQueueListOldestAvailable},
 		{"MigrationsApplied", testMigrationsApplied},

@@ -177,6 +177,17 @@ func scanListed(r rows) ([]*weirtype.JobRow, error) {
 	return jobs, nil
 }
 
+func (e *executor) JobUpdate(ctx context.Context, id int64, p *weirdriver.JobUpdateParams) (*weirtype.JobRow, error) {
+	var meta, tags any // NULL: kept
+	if p.Metadata != nil {
+		meta = string(p.Metadata)
+	}
+	if p.Tags != nil {
+		tags = p.Tags
+	}
+	return e.changeJob(ctx, "update", id, e.q.jobUpdate, meta, tags)
+}
+
 func (e *executor) JobCancel(ctx context.Context, id int64) (*weirtype.JobRow, error) {
 	return e.changeJob(ctx, "cancel", id, e.q.jobCancel, e.q.controlChannel)
 }

@@ -75,6 +75,19 @@ FROM unnest($2::text[]) AS q`
 // jobGetSQL returns the jobColumns of job $1.
 const jobGetSQL = `SELECT {cols} FROM {job} WHERE id = $1`
 
+// jobUpdateSQL replaces the metadata ($2, NULL: kept) and tags ($3, NULL:
+// kept) of job $1 when it is not running. Returns the job's jobColumns
+// afterwards, or no row when the job is missing or running.
+const jobUpdateSQL = `
+WITH updated AS (
+	UPDATE {job} SET
+		metadata = coalesce($2::jsonb, metadata),
+		tags = coalesce($3::text[], tags)
+	WHERE id = $1 AND state <> 'running'
+	RETURNING *
+)
+SELECT {cols} FROM updated`
+
 // jobStateSQL returns the state of job $1.
 const jobStateSQL = `SELECT state FROM {job} WHERE id = $1`
 
@@ -161,6 +174,7 @@ type queries struct {
 	jobCancel      string
 	jobRetry       string
 	jobDelete      string
+	jobUpdate      string
 	jobState       string
 	queueList      string
 	queuePause     string
@@ -188,6 +202,7 @@ func newQueries(schema string) *queries {
 		jobCancel:      fill(jobCancelSQL),
 		jobRetry:       fill(jobRetrySQL),
 		jobDelete:      fill(jobDeleteSQL),
+		jobUpdate:      fill(jobUpdateSQL),
 		jobState:       fill(jobStateSQL),
 		queueList:      fill(queueListSQL),
 		queuePause:     fill(queuePauseSQL),

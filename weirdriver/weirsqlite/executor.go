@@ -408,7 +408,7 @@ func listQuery(p *weirdriver.JobListParams) (string, []any) {
 }
 
 func (e *executor) JobCancel(ctx context.Context, id int64) (*weirtype.JobRow, error) {
-	return e.changeJob(ctx, "cancel", id, jobCancel, true, func(w *write, job *weirtype.JobRow) {
+	return e.changeJob(ctx, "cancel", id, jobCancel, true, nil, func(w *write, job *weirtype.JobRow) {
 		if job.State == weirtype.JobStateRunning {
 			w.notify(controlChannel, "cancel "+strconv.FormatInt(job.ID, 10))
 		}
@@ -416,19 +416,34 @@ func (e *executor) JobCancel(ctx context.Context, id int64) (*weirtype.JobRow, e
 }
 
 func (e *executor) JobRetry(ctx context.Context, id int64) (*weirtype.JobRow, error) {
-	return e.changeJob(ctx, "retry", id, jobRetry, true, func(w *write, job *weirtype.JobRow) {
+	return e.changeJob(ctx, "retry", id, jobRetry, true, nil, func(w *write, job *weirtype.JobRow) {
 		w.notify(insertChannel, job.Queue)
 	})
 }
 
 func (e *executor) JobDelete(ctx context.Context, id int64) (*weirtype.JobRow, error) {
-	return e.changeJob(ctx, "delete", id, jobDelete, false, nil)
+	return e.changeJob(ctx, "delete", id, jobDelete, false, nil, nil)
 }
 
-// changeJob runs an operator statement on one job (?1 the id, ?2 now if withNow)
-// and calls then with the changed row. When it matches no row, the job's state
-// says why.
-func (e *executor) changeJob(ctx context.Context, what string, id int64, query string, withNow bool, then func(*write, *weirtype.JobRow)) (_ *weirtype.JobRow, err error) {
+func (e *executor) JobUpdate(ctx context.Context, id int64, p *weirdriver.JobUpdateParams) (*weirtype.JobRow, error) {
+	var meta, tags any // NULL: kept
+	if p.Metadata != nil {
+		meta = string(p.Metadata)
+	}
+	if p.Tags != nil {
+		b, err := json.Marshal(p.Tags)
+		if err != nil {
+			return nil, fmt.Errorf("update job %d: %w", id, err)
+		}
+		tags = string(b)
+	}
+	return e.changeJob(ctx, "update", id, jobUpdate, false, []any{meta, tags}, nil)
+}
+
+// changeJob runs an operator statement on one job (?1 the id, ?2 now if withNow,
+// then extra) and calls then with the changed row. When it matches no row, the
+// job's state says why.
+func (e *executor) changeJob(ctx context.Context, what string, id int64, query string, withNow bool, extra []any, then func(*write, *weirtype.JobRow)) (_ *weirtype.JobRow, err error) {
 	defer func() { err = schemaErr(err) }()
 	var job *weirtype.JobRow
 	err = e.write(ctx, func(w *write) error {
@@ -436,6 +451,7 @@ func (e *executor) changeJob(ctx context.Context, what string, id int64, query s
 		if withNow {
 			args = append(args, w.now)
 		}
+		args = append(args, extra...)
 		rows, err := w.q.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err

@@ -66,6 +66,12 @@ RETURNING {cols}`)
 
 	jobDelete = fill(`DELETE FROM weir_job WHERE id = ?1 AND state <> 'running' RETURNING {cols}`)
 
+	// Replace the metadata (?2, NULL: kept) and tags (?3, a JSON array; NULL:
+	// kept) of job ?1 when it is not running.
+	jobUpdate = fill(`UPDATE weir_job SET metadata = coalesce(?2, metadata), tags = coalesce(?3, tags)
+WHERE id = ?1 AND state <> 'running'
+RETURNING {cols}`)
+
 	// Queues with jobs, by state, plus paused queues without jobs (state NULL).
 	queueList = `WITH counts AS (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM weir_job GROUP BY queue, state),
 paused AS (SELECT name FROM weir_queue WHERE paused_at IS NOT NULL)

@@ -83,7 +83,8 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err := o.db.resolve(e, fs); err != nil {
 		return err
 	}
-	if err := o.readArgs(e, fs); err != nil {
+	var err error
+	if o.args, err = readJSONInput(e, fs, "args", o.args); err != nil {
 		return err
 	}
 	jobArgs, opts, err := o.job(fs, time.Now())
@@ -174,41 +175,41 @@ func (o *enqueueOpts) job(fs *flag.FlagSet, now time.Time) (weir.RawArgs, *weir.
 // compaction removes.
 const maxArgsInput = 4 * weir.DefaultMaxArgsBytes
 
-// readArgs replaces --args @FILE with FILE's content and --args - with the
-// standard input's, for args longer than a command line holds. A JSON object
-// never starts with @ or is -, so neither form is ambiguous.
-func (o *enqueueOpts) readArgs(e *env, fs *flag.FlagSet) error {
+// readJSONInput returns the value of a flag that takes a JSON object (--args,
+// --metadata): @FILE stands for FILE's content and - for the standard
+// input's, for objects longer than a command line holds. A JSON object never
+// starts with @ or is -, so neither form is ambiguous.
+func readJSONInput(e *env, fs *flag.FlagSet, flagName, value string) (string, error) {
 	name := cmdName(fs)
 	var (
 		r    io.Reader
 		from string
 	)
 	switch {
-	case o.args == "-":
+	case value == "-":
 		r, from = e.stdin, "the standard input"
-	case strings.HasPrefix(o.args, "@"):
-		path := o.args[1:]
+	case strings.HasPrefix(value, "@"):
+		path := value[1:]
 		if path == "" {
-			return usagef("%s: --args @ needs a file name, as in --args @args.json", name)
+			return "", usagef("%s: --%s @ needs a file name, as in --%s @%s.json", name, flagName, flagName, flagName)
 		}
 		f, err := os.Open(path)
 		if err != nil {
-			return usagef("%s: --args: %v", name, err)
+			return "", usagef("%s: --%s: %v", name, flagName, err)
 		}
 		defer f.Close()
 		r, from = f, path
 	default:
-		return nil
+		return value, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(r, maxArgsInput+1))
 	if err != nil {
-		return usagef("%s: --args: read %s: %v", name, termSafe(from), err)
+		return "", usagef("%s: --%s: read %s: %v", name, flagName, termSafe(from), err)
 	}
 	if len(b) > maxArgsInput {
-		return usagef("%s: --args: %s holds more than %d bytes", name, termSafe(from), maxArgsInput)
+		return "", usagef("%s: --%s: %s holds more than %d bytes", name, flagName, termSafe(from), maxArgsInput)
 	}
-	o.args = string(b)
-	return nil
+	return string(b), nil
 }
 
 // durationValue is --in: a time.Duration whose errors say what a duration

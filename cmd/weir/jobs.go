@@ -20,7 +20,7 @@ import (
 
 var jobsCommand = &command{
 	name:    "jobs",
-	summary: "list, show, retry, cancel or delete jobs",
+	summary: "list, show, update, retry, cancel or delete jobs",
 	usage:   jobsUsage,
 	run:     runJobs,
 }
@@ -30,6 +30,7 @@ const jobsSynopsis = `Usage:
     weir jobs list   [--state STATE,...] [--queue NAME,...] [--kind KIND,...]
                      [--tag TAG,...] [--limit N] [--after ID] [--json]
     weir jobs show   ID [--json]
+    weir jobs update ID [--metadata JSON] [--tags TAG,... | --clear-tags]
     weir jobs retry  ID...
     weir jobs cancel ID...
     weir jobs delete ID...
@@ -45,6 +46,8 @@ retry makes jobs that are not running available now; a job that used all its
 attempts gets one more.
 cancel cancels jobs at once, or asks a running job's worker to stop it.
 delete deletes jobs that are not running.
+update replaces the metadata (a JSON object; @FILE reads it from FILE, - from
+the standard input) or the tags of a job that is not running.
 
 retry, cancel and delete act on each id in order and print a line per job. A
 job they cannot change gets a line "weir: job ID: <reason>" on stderr, and the
@@ -52,7 +55,7 @@ command exits 1 after trying every id.
 `
 
 var jobsGroup = &actionGroup{
-	name: "jobs", actions: []string{"list", "show", "retry", "cancel", "delete"}, synopsis: jobsSynopsis,
+	name: "jobs", actions: []string{"list", "show", "update", "retry", "cancel", "delete"}, synopsis: jobsSynopsis,
 	flags:     func(action string) *flag.FlagSet { fs, _ := jobsFlags(action); return fs },
 	sameFlags: []string{"retry", "cancel", "delete"},
 }
@@ -69,6 +72,10 @@ type jobsOpts struct {
 	limit  int
 	after  int64
 	json   bool
+	// update
+	metadata  string
+	setTags   string
+	clearTags bool
 }
 
 func jobsFlags(action string) (*flag.FlagSet, *jobsOpts) {
@@ -86,6 +93,10 @@ func jobsFlags(action string) (*flag.FlagSet, *jobsOpts) {
 		fs.BoolVar(&o.json, "json", false, "print a JSON array of jobs")
 	case "show":
 		fs.BoolVar(&o.json, "json", false, "print the job as a JSON object")
+	case "update":
+		fs.StringVar(&o.metadata, "metadata", "", "replace the job's metadata with this `JSON` object; @FILE reads it from FILE, - from standard input")
+		fs.StringVar(&o.setTags, "tags", "", "replace the job's tags with these `TAGS`, comma-separated")
+		fs.BoolVar(&o.clearTags, "clear-tags", false, "remove every tag of the job")
 	}
 	return fs, o
 }
@@ -116,7 +127,7 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 		if params, err = o.listParams(fs); err != nil {
 			return err
 		}
-	case "show":
+	case "show", "update":
 		if len(positional) != 1 {
 			return usagef("%s: want one job id, got %d arguments (run `%s -h`)", cmdName(fs), len(positional), fs.Name())
 		}
@@ -138,12 +149,21 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
+	var update *weir.JobUpdateParams
+	if action == "update" {
+		if update, err = o.updateParams(e, fs); err != nil {
+			return err
+		}
+	}
+
 	client, closeDB, err := openClient(ctx, &o.db)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
 	switch action {
+	case "update":
+		return jobsUpdate(ctx, e, fs, o, client, ids[0], update)
 	case "list":
 		return jobsList(ctx, e, fs, o, client, params)
 	case "show":
@@ -151,6 +171,55 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 	default:
 		return jobsChange(ctx, e, fs, o, client, action, ids)
 	}
+}
+
+// updateParams checks update's flags and returns the change they ask for.
+func (o *jobsOpts) updateParams(e *env, fs *flag.FlagSet) (*weir.JobUpdateParams, error) {
+	name := cmdName(fs)
+	p := &weir.JobUpdateParams{}
+	if isSet(fs, "metadata") {
+		meta, err := readJSONInput(e, fs, "metadata", o.metadata)
+		if err != nil {
+			return nil, err
+		}
+		p.Metadata = json.RawMessage(meta)
+	}
+	switch {
+	case isSet(fs, "tags") && o.clearTags:
+		return nil, usagef("%s: --tags and --clear-tags both given; give one", name)
+	case o.clearTags:
+		p.Tags = []string{}
+	case isSet(fs, "tags"):
+		tags, err := splitList(fs, "tags", o.setTags)
+		if err != nil {
+			return nil, err
+		}
+		p.Tags = tags
+	}
+	if p.Metadata == nil && p.Tags == nil {
+		return nil, usagef("%s: nothing to change: give --metadata, --tags or --clear-tags", name)
+	}
+	return p, nil
+}
+
+// jobsUpdate replaces the metadata or tags of one job and prints what it did.
+func jobsUpdate(ctx context.Context, e *env, fs *flag.FlagSet, o *jobsOpts, client *weir.Client, id int64, p *weir.JobUpdateParams) error {
+	if _, err := client.JobUpdate(ctx, id, p); err != nil {
+		if reason, ok := jobReason("update", err); ok {
+			fmt.Fprintf(e.stderr, "weir: job %d: %s\n", id, termSafe(reason))
+			return errAlreadyReported
+		}
+		return o.db.clientErr(fs, err)
+	}
+	var what []string
+	if p.Metadata != nil {
+		what = append(what, "metadata")
+	}
+	if p.Tags != nil {
+		what = append(what, "tags")
+	}
+	_, err := fmt.Fprintf(e.stdout, "job %d: %s replaced\n", id, strings.Join(what, " and "))
+	return err
 }
 
 // listParams checks list's flags and returns the listing they ask for.
@@ -344,8 +413,11 @@ func jobReason(action string, err error) (string, bool) {
 	case errors.Is(err, weir.ErrNotFound):
 		return "not found", true
 	case errors.Is(err, weir.ErrJobRunning):
-		if action == "delete" {
+		switch action {
+		case "delete":
 			return "running: cancel it first", true
+		case "update":
+			return "running: it can be updated once it ends", true
 		}
 		return "running: it can be retried once it ends", true
 	case errors.Is(err, weir.ErrJobFinal):

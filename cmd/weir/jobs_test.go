@@ -329,3 +329,48 @@ func TestJobsShowEscapes(t *testing.T) {
 	wantOK(t, r)
 	wantTerminalSafe(t, r.stdout)
 }
+
+// TestJobsUpdate: update replaces a job's metadata or tags; a running or
+// missing job is refused with a line, bad flags with a usage error, and none
+// of them changes anything.
+func TestJobsUpdate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	run := func(t *testing.T, args ...string) result { return f.weir(t, args...) }
+	r := f.weir(t, "jobs", "update", fmt.Sprint(f.scheduled), "--metadata", `{"owner": "ops"}`, "--tags", "urgent,eu")
+	wantOK(t, r)
+	if want := fmt.Sprintf("job %d: metadata and tags replaced\n", f.scheduled); r.stdout != want {
+		t.Errorf("stdout %q, want %q", r.stdout, want)
+	}
+	job := showJob(t, run, f.scheduled)
+	var meta map[string]string
+	decodeJSON(t, string(job.Metadata), &meta)
+	if meta["owner"] != "ops" || len(meta) != 1 || !slices.Equal(job.Tags, []string{"urgent", "eu"}) {
+		t.Errorf("after update: metadata %s tags %v", job.Metadata, job.Tags)
+	}
+	wantOK(t, f.weir(t, "jobs", "update", fmt.Sprint(f.scheduled), "--clear-tags"))
+	if job := showJob(t, run, f.scheduled); len(job.Tags) != 0 || !strings.Contains(string(job.Metadata), "ops") {
+		t.Errorf("after --clear-tags: metadata %s tags %v", job.Metadata, job.Tags)
+	}
+
+	before := dbState(t, f.schema)
+	for _, c := range []struct {
+		args []string
+		code int
+		says []string
+	}{
+		{[]string{fmt.Sprint(f.running), "--tags", "x"}, 1, []string{"running: it can be updated once it ends"}},
+		{[]string{"999999999", "--tags", "x"}, 1, []string{"not found"}},
+		{[]string{fmt.Sprint(f.scheduled)}, 2, []string{"nothing to change"}},
+		{[]string{fmt.Sprint(f.scheduled), "--tags", "x", "--clear-tags"}, 2, []string{"--tags and --clear-tags"}},
+		{[]string{fmt.Sprint(f.scheduled), "--metadata", "[1]"}, 2, []string{"metadata must be a JSON object"}},
+		{[]string{fmt.Sprint(f.scheduled), "--metadata", "@/nonexistent/meta.json"}, 2, []string{"--metadata"}},
+		{[]string{fmt.Sprint(f.scheduled), "--tags", "bad tag"}, 2, []string{`tag "bad tag"`}},
+		{[]string{fmt.Sprint(f.scheduled), fmt.Sprint(f.running), "--tags", "x"}, 2, []string{"want one job id"}},
+	} {
+		wantFailure(t, f.weir(t, append([]string{"jobs", "update"}, c.args...)...), c.code, c.says...)
+	}
+	if after := dbState(t, f.schema); after != before {
+		t.Errorf("a refused update changed the database:\nbefore %s\nafter  %s", before, after)
+	}
+}

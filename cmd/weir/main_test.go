@@ -391,7 +391,7 @@ func TestFailuresChangeNothing(t *testing.T) {
 		{"enqueue missing URL", nil, []string{"enqueue", "--kind", "k", "--schema", "SCHEMA"}, exitUsage, []string{envDatabaseURL}},
 
 		// weir jobs.
-		{"jobs missing action", dbEnv, []string{"jobs"}, exitUsage, []string{"list, show, retry, cancel or delete"}},
+		{"jobs missing action", dbEnv, []string{"jobs"}, exitUsage, []string{"list, show, update, retry, cancel or delete"}},
 		{"jobs unknown action", dbEnv, []string{"jobs", "purge", "--schema", "SCHEMA"}, exitUsage, []string{`unknown action "purge"`}},
 		{"jobs list unknown flag", dbEnv, []string{"jobs", "list", "--schema", "SCHEMA", "--sort", "id"}, exitUsage, []string{"-sort"}},
 		{"jobs list extra argument", dbEnv, []string{"jobs", "list", "--schema", "SCHEMA", "all"}, exitUsage, []string{`"all"`}},

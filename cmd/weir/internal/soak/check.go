@@ -168,6 +168,7 @@ const (
 	dupAbandoned  = "abandoned"    // the handler ignored cancellation past a stop's budget
 	dupLeaseLost  = "lease lost"   // the worker ran on but its lease lapsed during a database fault
 	dupDBDownStop = "db down"      // a graceful stop could not write an outcome: the server was restarting
+	dupBudgetOut  = "budget out"   // a graceful stop ran out of budget with outcomes unwritten, and said so
 	dupUnwritten  = "unwritten"    // a handler returned during a graceful stop, its outcome was lost: G2
 	dupUnexplain  = "unexplained"  // none of the above
 	dupAfterFinal = "after final"  // the job ran again after its outcome was final
@@ -185,6 +186,7 @@ var dupCauses = []struct {
 	{dupAbandoned, "handler ignored cancellation past the stop budget", true},
 	{dupLeaseLost, "lease lapsed during a database fault", true},
 	{dupDBDownStop, "outcome unwritable at a stop: server restarting", true},
+	{dupBudgetOut, "outcome unwritten when a stop's budget ran out", true},
 	{dupUnwritten, "outcome lost at a graceful stop (G2)", false},
 	{dupAfterFinal, "ran again after a final outcome", false},
 	{dupUnexplain, "unexplained", false},
@@ -555,6 +557,10 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 			c.r.Duplicates[dupAbandoned]++
 		case w.Report != nil && w.Report.Unwritten && c.faulted(w.SigtermAt, w.ExitAt, faultPGRestart):
 			c.r.Duplicates[dupDBDownStop]++
+		// G2 is promised for a Stop that returns nil: one whose budget ran
+		// out returned an error naming the unwritten outcomes.
+		case w.Report != nil && w.Report.Unwritten && w.Report.Took >= w.Report.Budget:
+			c.r.Duplicates[dupBudgetOut]++
 		default:
 			c.dup(dupUnwritten, "G2", x, "the handler of lease %d (mode %s, result %q) returned during %s's graceful stop, yet the lease was rescued at %s and the job ran again",
 				x.Token, x.Mode, x.Result, w.Name, e.At.Format(time.RFC3339Nano))

@@ -306,6 +306,38 @@ func TestSoakCheckDBDownAtStop(t *testing.T) {
 	}
 }
 
+// TestSoakCheckBudgetOutAtStop: an outcome left unwritten by a graceful stop
+// whose budget ran out, which Stop's error said, is allowed (G2 is promised
+// for a Stop that returns nil) and counted apart; the same with budget to
+// spare is a G2 violation.
+func TestSoakCheckBudgetOutAtStop(t *testing.T) {
+	t.Parallel()
+	check := func(took time.Duration) *soakReport {
+		d := cleanSoak()
+		rep := d.Workers[0].Report
+		rep.Unwritten, rep.Took = true, took
+		for i := range d.Execs {
+			if x := &d.Execs[i]; x.JobID == 4 && x.Token == 1 {
+				x.Result, x.Ended = "ok", at(11.9)
+			}
+		}
+		for i := range d.Ends {
+			if e := &d.Ends[i]; e.JobID == 4 && e.Token == 1 {
+				*e = leaseEnd{JobID: 4, Token: 1, Holder: "w1.1", AttemptBefore: 1, AttemptAfter: 1, State: "retryable",
+					Error: weirdriver.DefaultRescueError, ExpiresAt: at(13.5), At: at(16)}
+			}
+		}
+		return checkSoak(d)
+	}
+	budget := cleanSoak().Workers[0].Report.Budget
+	if r := check(budget); len(r.Violations) != 0 || r.Duplicates[dupBudgetOut] != 1 {
+		t.Fatalf("budget ran out: violations %+v, duplicates %v", r.Violations, r.Duplicates)
+	}
+	if r := check(budget / 2); r.byGuarantee("G2") != 1 || r.Duplicates[dupBudgetOut] != 0 {
+		t.Fatalf("budget to spare: violations %+v, duplicates %v", r.Violations, r.Duplicates)
+	}
+}
+
 // TestSoakCheckG9Faulted: a killed worker's job made runnable late is not held
 // to G9's bound when a database fault, or a pause that could freeze the
 // maintenance leader, came between the kill and then; a pause that began

@@ -261,3 +261,58 @@ func ExampleInsertMiddleware() {
 	fmt.Println(string(res.Job.Metadata))
 	// Output: {"tenant":"acme"}
 }
+
+func ExampleJobCompleteSQLTx() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+	db := driver.DB()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE welcomes (address TEXT PRIMARY KEY)`); err != nil {
+		log.Fatal(err)
+	}
+
+	// The handler records the welcome and completes its job in one
+	// transaction: both commit, or neither does.
+	workers := weir.NewWorkers()
+	weir.AddWorker(workers, weir.WorkFunc(func(ctx context.Context, job *weir.Job[SendWelcome]) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+		if _, err := tx.ExecContext(ctx, `INSERT INTO welcomes (address) VALUES (?)`, job.Args.To); err != nil {
+			return err
+		}
+		if err := weir.JobCompleteSQLTx(ctx, tx, job.JobRow); err != nil {
+			return err // ErrLeaseLost: the job was taken back; the insert rolls back
+		}
+		return tx.Commit()
+	}))
+	client, err := weir.NewClient(driver, &weir.Config{
+		Workers: workers,
+		Queues:  map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 1}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	completed, unsubscribe := client.Subscribe(weir.EventJobCompleted)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.Insert(ctx, SendWelcome{To: "ada@example.com"}, nil); err != nil {
+		log.Fatal(err)
+	}
+	<-completed
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		log.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM welcomes`).Scan(&n); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("welcomes recorded:", n, "stale writes:", client.Stats().StaleWrites)
+	// Output: welcomes recorded: 1 stale writes: 0
+}

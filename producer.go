@@ -336,7 +336,12 @@ func (p *producer) run(j *lease.Job) {
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx)
 	fin := finalizationOf(j, entry, p.retryPolicy, err, cause, elapsed)
-	if fin.CompletedInTx = p.leases.CompletedInTx(j); fin.CompletedInTx && err != nil {
+	// The outcome is tracked by the completer before the slot frees: Stop waits
+	// for idle handlers and then for the completer to drain, so a finalization
+	// submitted after the slot freed could miss the drain and be lost (the Awa
+	// 0.6 bug).
+	fin.CompletedInTx = p.leases.MarkReturned(j)
+	if fin.CompletedInTx && err != nil {
 		// Whether the job failed is known when its outcome is written: its
 		// transaction may have committed the completion.
 		p.limited.job(slog.LevelWarn, "weir: handler returned an error after completing its job in its transaction",
@@ -344,12 +349,6 @@ func (p *producer) run(j *lease.Job) {
 	} else {
 		logFailure(p.limited, j, fin, cause)
 	}
-
-	// The outcome is tracked by the completer before the slot frees: Stop waits
-	// for idle handlers and then for the completer to drain, so a finalization
-	// submitted after the slot freed could miss the drain and be lost (the Awa
-	// 0.6 bug).
-	p.leases.MarkReturned(j)
 	p.submit(fin)
 }
 

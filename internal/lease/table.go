@@ -116,14 +116,16 @@ func (t *Table) HandlerContext(j *Job) context.Context {
 }
 
 // MarkReturned moves j to finalizing: its handler returned, or, for a buffered
-// job given back, never ran.
-func (t *Table) MarkReturned(j *Job) {
+// job given back, never ran. It reports whether the handler completed the job
+// in its own transaction (MarkCompletedInTx).
+func (t *Table) MarkReturned(j *Job) (completedInTx bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	j.state = finalizing
 	if j.cancel != nil {
 		j.cancel(context.Canceled) // release the context's resources
 	}
+	return j.completedInTx
 }
 
 // Standing says how the table holds job id under lease token: held is whether
@@ -147,14 +149,6 @@ func (t *Table) MarkCompletedInTx(id, token int64) {
 	if j := t.jobs[id]; j != nil && j.Token == token {
 		j.completedInTx = true
 	}
-}
-
-// CompletedInTx reports whether j's handler completed it in its own
-// transaction.
-func (t *Table) CompletedInTx(j *Job) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return j.completedInTx
 }
 
 // CancelRunning cancels every running handler with cause.

@@ -281,13 +281,11 @@ func TestSoakCheckViolations(t *testing.T) {
 	}
 }
 
-// TestSoakCheckDBDownAtStop: an outcome that a graceful stop could not write
-// while the server was restarting is allowed (the contract bounds Stop, and
-// rescue must then run the job again), and counted apart.
-func TestSoakCheckDBDownAtStop(t *testing.T) {
-	t.Parallel()
+// unwrittenAtStop is a clean soak in which w1.1's graceful stop said outcomes
+// went unwritten, and job 4, whose handler there returned ok, was rescued
+// after its lease lapsed during that stop.
+func unwrittenAtStop() *soakData {
 	d := cleanSoak()
-	d.Faults = append(d.Faults, faultEvent{Kind: faultPGRestart, At: at(11), Until: at(14)})
 	d.Workers[0].Report.Unwritten = true
 	for i := range d.Execs {
 		if x := &d.Execs[i]; x.JobID == 4 && x.Token == 1 {
@@ -300,6 +298,16 @@ func TestSoakCheckDBDownAtStop(t *testing.T) {
 				Error: weirdriver.DefaultRescueError, ExpiresAt: at(13.5), At: at(16)}
 		}
 	}
+	return d
+}
+
+// TestSoakCheckDBDownAtStop: an outcome that a graceful stop could not write
+// while the server was restarting is allowed (the contract bounds Stop, and
+// rescue must then run the job again), and counted apart.
+func TestSoakCheckDBDownAtStop(t *testing.T) {
+	t.Parallel()
+	d := unwrittenAtStop()
+	d.Faults = append(d.Faults, faultEvent{Kind: faultPGRestart, At: at(11), Until: at(14)})
 	r := checkSoak(d)
 	if len(r.Violations) != 0 || r.Duplicates[dupDBDownStop] != 1 {
 		t.Fatalf("violations %+v, duplicates %v", r.Violations, r.Duplicates)
@@ -313,20 +321,8 @@ func TestSoakCheckDBDownAtStop(t *testing.T) {
 func TestSoakCheckBudgetOutAtStop(t *testing.T) {
 	t.Parallel()
 	check := func(took time.Duration) *soakReport {
-		d := cleanSoak()
-		rep := d.Workers[0].Report
-		rep.Unwritten, rep.Took = true, took
-		for i := range d.Execs {
-			if x := &d.Execs[i]; x.JobID == 4 && x.Token == 1 {
-				x.Result, x.Ended = "ok", at(11.9)
-			}
-		}
-		for i := range d.Ends {
-			if e := &d.Ends[i]; e.JobID == 4 && e.Token == 1 {
-				*e = leaseEnd{JobID: 4, Token: 1, Holder: "w1.1", AttemptBefore: 1, AttemptAfter: 1, State: "retryable",
-					Error: weirdriver.DefaultRescueError, ExpiresAt: at(13.5), At: at(16)}
-			}
-		}
+		d := unwrittenAtStop()
+		d.Workers[0].Report.Took = took
 		return checkSoak(d)
 	}
 	budget := cleanSoak().Workers[0].Report.Budget

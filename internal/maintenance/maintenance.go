@@ -51,11 +51,13 @@ type Config struct {
 	CompletedRetention time.Duration
 	CancelledRetention time.Duration
 	DiscardedRetention time.Duration
-	// ElectInterval is how often the service tries for, or renews, leadership. It
-	// is also the timeout of each election, and the safety margin by which a
-	// leader stops before its term may be taken over: a term is trusted locally
-	// for LeaderTTL − ElectInterval from the moment its election was sent, and
-	// every maintenance statement ends by then. Default: 5 s.
+	// ElectInterval is how often the service tries for, or renews, leadership,
+	// and the safety margin by which a leader stops before its term may be taken
+	// over: a term is trusted locally for LeaderTTL − ElectInterval from the
+	// moment its election was sent, and every maintenance statement ends by then.
+	// An election may take as long as the term it would win, and a renewal no
+	// longer than the current term: on a slow database a longer wait still wins
+	// a shorter term, where a timeout would win none. Default: 5 s.
 	ElectInterval time.Duration
 	// LeaderTTL is how long a term lasts without renewal (database clock). It
 	// must exceed 2×ElectInterval. Default: 3×ElectInterval.
@@ -67,7 +69,8 @@ type Config struct {
 	PruneInterval time.Duration
 	// BatchSize is the most rows one rescue, schedule or prune statement
 	// changes; each task repeats its statement until a batch comes back short.
-	// Default: 1000.
+	// A task whose statement runs out of time halves its own limit, down to one
+	// row, and doubles it back after each full batch. Default: 1000.
 	BatchSize int
 }
 
@@ -163,6 +166,9 @@ type Service struct {
 	deadline atomic.Int64
 
 	rescued, scheduled, pruned, elections, refused atomic.Int64
+
+	// The batch limits of the three tasks (see batches); they outlive terms.
+	rescueLimit, scheduleLimit, pruneLimit batchLimit
 
 	mu    sync.Mutex
 	state int // one of the state constants below
@@ -330,7 +336,7 @@ func (s *Service) elect(ctx, callCtx context.Context) {
 		// starts no earlier, so ours ends no later than its.
 		sent := time.Now()
 		next.Reset(s.cfg.ElectInterval)
-		callEnd := sent.Add(s.cfg.ElectInterval)
+		callEnd := sent.Add(s.cfg.LeaderTTL - s.cfg.ElectInterval)
 		if d, ok := s.termDeadline(); ok && d.Before(callEnd) {
 			callEnd = d
 		}

@@ -274,6 +274,38 @@ func TestOneLeader(t *testing.T) {
 	}
 }
 
+// slowElections wraps an executor whose elections take twice the election
+// interval before they reach the database: a loaded database.
+type slowElections struct{ weirdriver.Executor }
+
+func (s slowElections) LeaderElect(ctx context.Context, p *weirdriver.LeaderElectParams) (bool, error) {
+	delay := time.NewTimer(2 * electInterval)
+	defer delay.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-delay.C:
+	}
+	return s.Executor.LeaderElect(ctx, p)
+}
+
+// An election slower than the election interval still wins a term, shorter by
+// the wait, and a renewal that slow still renews it.
+func TestSlowElectionsWin(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := start(t, slowElections{b.exec}, config(t, "slow"))
+	awaitLeader(t, []*maintenance.Service{s})
+	_, first, err := b.exec.LeaderGet(t.Context(), maintenance.LeaderName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, "a renewal", nil, func() bool {
+		id, expires, err := b.exec.LeaderGet(t.Context(), maintenance.LeaderName)
+		return err == nil && id == "slow" && expires.After(first)
+	})
+}
+
 func TestFailover(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -503,6 +535,60 @@ func TestRescueBatches(t *testing.T) {
 	awaitCond(t, "rescue of the backlog", nil, func() bool { return s.Stats().Rescued == 7 })
 	if got := s.Stats().Elections; got != 1 {
 		t.Fatalf("elections: %d, want 1 (a second term would rescue again)", got)
+	}
+}
+
+// slowBatches wraps an executor whose transactions' rescues of more than most
+// rows run until their context ends: a database too slow for a batch that
+// size. It records the limit of every rescue sent.
+type slowBatches struct {
+	weirdriver.Executor
+	most int
+
+	mu     sync.Mutex
+	limits []int
+}
+
+func (s *slowBatches) Begin(ctx context.Context) (weirdriver.ExecutorTx, error) {
+	tx, err := s.Executor.Begin(ctx)
+	return &slowBatchesTx{ExecutorTx: tx, s: s}, err
+}
+
+type slowBatchesTx struct {
+	weirdriver.ExecutorTx
+	s *slowBatches
+}
+
+func (tx *slowBatchesTx) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams) ([]*weirtype.JobRow, error) {
+	tx.s.mu.Lock()
+	tx.s.limits = append(tx.s.limits, p.Limit)
+	tx.s.mu.Unlock()
+	if p.Limit > tx.s.most {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return tx.ExecutorTx.JobRescue(ctx, p)
+}
+
+// A backlog clears on a database too slow to change a full batch before the
+// term's deadline: each batch cut by its deadline halves the next.
+func TestRescueBatchesShrinkWhenTooSlow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	insertJobs(t, b.exec, "q", 300, 3, time.Time{})
+	claim(t, b.exec, "q", 300, time.Microsecond)
+
+	slow := &slowBatches{Executor: b.exec, most: 100}
+	cfg := config(t, "leader")
+	cfg.RescueInterval = 10 * time.Millisecond
+	s := start(t, slow, cfg)
+	awaitCond(t, "rescue of the backlog", nil, func() bool { return s.Stats().Rescued == 300 })
+	slow.mu.Lock()
+	defer slow.mu.Unlock()
+	// 1000, 500, 250 and 125 run out of time; 62 fits, and a full batch doubles
+	// the next, which runs out again.
+	if want := []int{1000, 500, 250, 125, 62}; len(slow.limits) < len(want) || !slices.Equal(slow.limits[:len(want)], want) {
+		t.Fatalf("rescue limits %v, want them to start %v", slow.limits, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
@@ -28,7 +29,7 @@ func (s *Service) every(t *term, interval time.Duration, now bool, task func(*te
 	}
 }
 
-// batches runs stmt, which changes up to BatchSize rows, until it changes fewer,
+// batches runs stmt, which changes up to limit rows, until it changes fewer,
 // fails or the term ends, and calls committed, if set, after each batch that
 // committed. Each statement's context ends at the term's local deadline, or
 // sooner when the term ends.
@@ -38,28 +39,71 @@ func (s *Service) every(t *term, interval time.Duration, now bool, task func(*te
 // transaction that first renews the term, which locks the leader row until the
 // transaction ends: no other client can take leadership while a batch of ours is
 // in flight, and a batch whose term is already gone changes nothing.
-func (s *Service) batches(t *term, what string, stmt func(ctx context.Context, exec weirdriver.Executor) (int, error), committed func()) {
+//
+// A batch cut by its deadline changed nothing, and the same batch would be cut
+// again on a database that slow: a backlog would never clear. So a batch that
+// is cut halves the task's limit for its next try (a cut by Stop halves it
+// too, which does no harm).
+func (s *Service) batches(t *term, what string, limit *batchLimit, stmt func(ctx context.Context, exec weirdriver.Executor, limit int) (int, error), committed func()) {
 	for {
 		deadline, ok := s.termDeadline()
 		if !ok || t.loop.Err() != nil {
 			return
 		}
+		n := limit.get(s.cfg.BatchSize)
 		ctx, cancel := context.WithDeadline(t.stmt, deadline)
-		n, err := s.fenced(ctx, stmt)
+		changed, err := s.fenced(ctx, func(ctx context.Context, exec weirdriver.Executor) (int, error) {
+			return stmt(ctx, exec, n)
+		})
+		// Cut at the deadline, or when the term ended meanwhile: a renewal
+		// waits for the batch's lock on the leader row, so a batch that runs
+		// too long ends the term at the very deadline it was given.
+		cut := ctx.Err() != nil
 		cancel()
 		if err != nil {
+			attrs := []any{slog.Any("error", err)}
+			if cut {
+				attrs = append(attrs, slog.Int("batch", n), slog.Int("next_batch", limit.shrink(n)))
+			}
 			// An error because the term ended is expected, not a problem.
 			if t.loop.Err() == nil && s.IsLeader() {
-				s.logger.Warn("weir: maintenance: "+what, slog.Any("error", err))
+				s.logger.Warn("weir: maintenance: "+what, attrs...)
 			}
 			return
 		}
 		if committed != nil {
 			committed()
 		}
-		if n < s.cfg.BatchSize {
+		if changed < n {
 			return
 		}
+		limit.grow(n, s.cfg.BatchSize)
+	}
+}
+
+// batchLimit is the most rows a task's next statement may change; zero means
+// the configured batch size.
+type batchLimit struct{ n atomic.Int64 }
+
+func (l *batchLimit) get(size int) int {
+	if n := l.n.Load(); n > 0 {
+		return int(n)
+	}
+	return size
+}
+
+// shrink halves the limit after a batch of n rows ran out of time and returns
+// the new limit, at least one row.
+func (l *batchLimit) shrink(n int) int {
+	next := max(n/2, 1)
+	l.n.Store(int64(next))
+	return next
+}
+
+// grow doubles the limit, up to size, after a full batch of n rows committed.
+func (l *batchLimit) grow(n, size int) {
+	if n < size {
+		l.n.Store(int64(min(2*n, size)))
 	}
 }
 
@@ -105,9 +149,9 @@ func (s *Service) rescue(t *term) {
 		}
 	}()
 	var jobs []*weirtype.JobRow // the batch's, reported once it committed
-	s.batches(t, "rescue expired leases", func(ctx context.Context, exec weirdriver.Executor) (int, error) {
+	s.batches(t, "rescue expired leases", &s.rescueLimit, func(ctx context.Context, exec weirdriver.Executor, limit int) (int, error) {
 		var err error
-		jobs, err = exec.JobRescue(ctx, &weirdriver.JobRescueParams{Limit: s.cfg.BatchSize})
+		jobs, err = exec.JobRescue(ctx, &weirdriver.JobRescueParams{Limit: limit})
 		return len(jobs), err
 	}, func() {
 		if s.cfg.Rescued != nil {
@@ -121,8 +165,8 @@ func (s *Service) rescue(t *term) {
 
 // schedule makes due scheduled and retryable jobs available.
 func (s *Service) schedule(t *term) {
-	s.batches(t, "schedule due jobs", func(ctx context.Context, exec weirdriver.Executor) (int, error) {
-		n, err := exec.JobSchedule(ctx, s.cfg.BatchSize)
+	s.batches(t, "schedule due jobs", &s.scheduleLimit, func(ctx context.Context, exec weirdriver.Executor, limit int) (int, error) {
+		n, err := exec.JobSchedule(ctx, limit)
 		s.scheduled.Add(int64(n))
 		return n, err
 	}, nil)
@@ -141,13 +185,14 @@ func (s *Service) prune(t *term) {
 		CompletedBefore: cutoff(s.cfg.CompletedRetention),
 		CancelledBefore: cutoff(s.cfg.CancelledRetention),
 		DiscardedBefore: cutoff(s.cfg.DiscardedRetention),
-		Limit:           s.cfg.BatchSize,
 	}
 	if params.CompletedBefore.IsZero() && params.CancelledBefore.IsZero() && params.DiscardedBefore.IsZero() {
 		return
 	}
-	s.batches(t, "prune final jobs", func(ctx context.Context, exec weirdriver.Executor) (int, error) {
-		n, err := exec.JobPrune(ctx, params)
+	s.batches(t, "prune final jobs", &s.pruneLimit, func(ctx context.Context, exec weirdriver.Executor, limit int) (int, error) {
+		p := *params
+		p.Limit = limit
+		n, err := exec.JobPrune(ctx, &p)
 		s.pruned.Add(int64(n))
 		return n, err
 	}, nil)

@@ -193,6 +193,12 @@ type Executor interface {
 	// JobClaim leases up to Max due available jobs of a queue, in priority, then
 	// scheduled time, then id order, skipping jobs that other claimers hold locked.
 	JobClaim(ctx context.Context, params *JobClaimParams) ([]*weirtype.JobRow, error)
+	// JobClaimID leases job params.ID if it is scheduled, available or retryable,
+	// whatever its due time and whether its queue is paused, and returns it
+	// running. A job that is running or final is returned unchanged, with false;
+	// a job that does not exist is ErrNotFound. It runs one chosen job: weirtest's
+	// Worker and inline clients use it.
+	JobClaimID(ctx context.Context, params *JobClaimIDParams) (*weirtype.JobRow, bool, error)
 	// JobFinalize writes a batch of outcomes in one statement and reports, per
 	// param in order, whether it applied (false: stale, nothing changed).
 	JobFinalize(ctx context.Context, params []*JobFinalizeParams) ([]bool, error)

@@ -51,6 +51,7 @@ func Run(t *testing.T, setup Setup) {
 		{"ClaimOrderAndMax", testClaimOrderAndMax},
 		{"ClaimSetsLease", testClaimSetsLease},
 		{"ClaimConcurrentNoOverlap", testClaimConcurrentNoOverlap},
+		{"ClaimID", testClaimID},
 		{"FinalizeOutcomes", testFinalizeOutcomes},
 		{"FinalizeStaleChangesNothing", testFinalizeStaleChangesNothing},
 		{"FinalizeCancelRequested", testFinalizeCancelRequested},

@@ -65,7 +65,12 @@ func (c *Client) IsLeader() bool {
 // Start checks the schema and starts working the configured queues: claiming,
 // running handlers, renewing leases, writing outcomes, listening for new jobs and,
 // when elected, maintenance. ctx bounds the start only; Stop stops the client.
+// An inline client (Config.Inline) runs jobs as it inserts them: its Start
+// starts nothing and returns nil.
 func (c *Client) Start(ctx context.Context) error {
+	if c.config.Inline {
+		return nil
+	}
 	if len(c.config.Queues) == 0 {
 		return invalidf("Config.Queues", "Start: Config.Queues is empty: a client without queues only inserts")
 	}

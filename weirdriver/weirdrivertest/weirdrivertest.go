@@ -46,6 +46,8 @@ func Run(t *testing.T, setup Setup) {
 		{"MigrationsApplied", testMigrationsApplied},
 		{"MigrationTx", testMigrationTx},
 		{"QueuePauseResume", testQueuePauseResume},
+		{"PeriodicRegister", testPeriodicRegister},
+		{"PeriodicFireAndOperate", testPeriodicFireAndOperate},
 
 		// The worker runtime's statements (runtime.go).
 		{"ClaimOrderAndMax", testClaimOrderAndMax},

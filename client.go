@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
+	"github.com/weirq/weir/weirtype"
 )
 
 // DefaultMaxArgsBytes is the default limit on a job's encoded args.
@@ -59,6 +60,10 @@ type Config struct {
 	// anything is written. Start and Stop do nothing. docs/testing-jobs.md
 	// says more.
 	Inline bool
+
+	// PeriodicJobs are schedules on which the maintenance leader inserts jobs,
+	// once per slot whichever client leads (docs/periodic.md).
+	PeriodicJobs []PeriodicJob
 
 	// Queues are the queues this client works, with their settings, at most
 	// 1,000. A client without queues only inserts and operates.
@@ -131,6 +136,9 @@ type Client struct {
 	// startDone is closed when the Start in flight (state clientStarting) ends.
 	startDone chan struct{}
 	eng       *engine // set when Start succeeded
+
+	// periodic holds Config.PeriodicJobs, checked, by name.
+	periodic map[string]*periodicEntry
 }
 
 // clientState is where a client stands in its one life: a failed Start goes
@@ -189,6 +197,12 @@ func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	if err := cfg.setRuntimeDefaults(); err != nil {
 		return nil, err
 	}
+	periodic, err := checkPeriodic(cfg.PeriodicJobs)
+	if err != nil {
+		return nil, err
+	}
+	c.periodic = periodic
+	cfg.PeriodicJobs = slices.Clone(cfg.PeriodicJobs)
 	return c, nil
 }
 
@@ -422,6 +436,12 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Inserter, params []
 		}
 		jobs[i] = in
 	}
+	return c.insertEncoded(ctx, exec, jobs)
+}
+
+// insertEncoded passes encoded jobs through the insert middleware and writes
+// them.
+func (c *Client) insertEncoded(ctx context.Context, exec weirdriver.Inserter, jobs []*InsertParams) ([]*InsertResult, error) {
 	if len(c.config.InsertMiddleware) == 0 {
 		res, err := c.write(ctx, exec, jobs)
 		if err != nil {
@@ -503,6 +523,9 @@ func (c *Client) write(ctx context.Context, exec weirdriver.Inserter, jobs []*In
 		ip, err := c.checkInsert(in, now, &check)
 		if err != nil {
 			return nil, atJob(err, i, len(jobs))
+		}
+		if in.periodicKey != nil {
+			ip.UniqueKey, ip.UniqueStates, ip.UniqueByArgs, ip.CanonicalArgs = in.periodicKey, weirtype.JobStates(), false, nil
 		}
 		all[i] = ip
 		if ip.UniqueKey != nil {

@@ -198,7 +198,12 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	// interval of a crash (G9), even when the crashed client led: its term (3
 	// election intervals) plus one interval to win stays inside that bound.
 	elect := min(5*time.Second, cfg.RescueInterval)
+	var onTerm func(context.Context)
+	if len(c.periodic) > 0 {
+		onTerm = func(ctx context.Context) { c.runPeriodic(ctx, exec, e.logger, elect) }
+	}
 	e.maint = maintenance.New(exec, &maintenance.Config{
+		OnTerm:   onTerm,
 		ClientID: cfg.ID, Logger: cfg.Logger, Rescued: e.jobRescued, RescueInterval: cfg.RescueInterval,
 		ElectInterval: elect, LeaderTTL: 3 * elect,
 		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,

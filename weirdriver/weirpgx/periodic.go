@@ -43,7 +43,7 @@ UPDATE {periodic} SET orphaned_at = now()
 WHERE orphaned_at IS NULL AND name <> ALL($2::text[])`
 
 type periodicQueries struct {
-	periodicRegister, periodicList, periodicLock, periodicAdvance string
+	periodicRegister, periodicList, periodicLock, periodicAdvance  string
 	periodicPause, periodicTrigger, periodicDelete, periodicExists string
 }
 

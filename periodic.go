@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
 )
 
 // PeriodicJob is a schedule on which the maintenance leader inserts a job. Every
@@ -315,4 +316,71 @@ func withPeriodicMetadata(metadata json.RawMessage, name string, slot time.Time)
 	m["weir.periodic"] = name
 	m["weir.slot"] = slot.UTC().Format(time.RFC3339Nano)
 	return json.Marshal(m)
+}
+
+// PeriodicRow is a periodic job's schedule as the store records it.
+type PeriodicRow = weirtype.PeriodicRow
+
+// ErrPeriodicDeclared is returned by PeriodicDelete for a schedule that the
+// leader declares: it would register it again at once.
+var ErrPeriodicDeclared = weirdriver.ErrPeriodicDeclared
+
+// PeriodicList returns every periodic job's schedule, by name: those the leader
+// declares and fires, and the orphans no leader declares.
+func (c *Client) PeriodicList(ctx context.Context) ([]*PeriodicRow, error) {
+	var rows []*PeriodicRow
+	err := c.operate(ctx, func() error {
+		var err error
+		rows, err = c.driver.Executor().PeriodicList(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("weir: %w", err)
+	}
+	return rows, nil
+}
+
+// PeriodicPause stops schedule name from firing until PeriodicResume; the
+// slots it misses meanwhile follow its CatchUp. Pausing a paused schedule
+// changes nothing.
+func (c *Client) PeriodicPause(ctx context.Context, name string) (*PeriodicRow, error) {
+	return c.periodicOp(ctx, name, func(ex weirdriver.Executor) (*PeriodicRow, error) { return ex.PeriodicPause(ctx, name, true) })
+}
+
+// PeriodicResume lets a paused schedule fire again.
+func (c *Client) PeriodicResume(ctx context.Context, name string) (*PeriodicRow, error) {
+	return c.periodicOp(ctx, name, func(ex weirdriver.Executor) (*PeriodicRow, error) { return ex.PeriodicPause(ctx, name, false) })
+}
+
+// PeriodicTrigger makes schedule name due now: the leader fires it within an
+// election interval (at most 5 s), its next slot still to come. A paused
+// schedule fires once resumed.
+func (c *Client) PeriodicTrigger(ctx context.Context, name string) (*PeriodicRow, error) {
+	return c.periodicOp(ctx, name, func(ex weirdriver.Executor) (*PeriodicRow, error) { return ex.PeriodicTrigger(ctx, name) })
+}
+
+// PeriodicDelete deletes an orphaned schedule (one the leader does not
+// declare) and returns it as it was. A declared one is refused with
+// ErrPeriodicDeclared: remove it from the config first.
+func (c *Client) PeriodicDelete(ctx context.Context, name string) (*PeriodicRow, error) {
+	return c.periodicOp(ctx, name, func(ex weirdriver.Executor) (*PeriodicRow, error) { return ex.PeriodicDelete(ctx, name) })
+}
+
+func (c *Client) periodicOp(ctx context.Context, name string, op func(weirdriver.Executor) (*PeriodicRow, error)) (*PeriodicRow, error) {
+	if err := validateName("name", "periodic job name", name); err != nil {
+		return nil, err
+	}
+	var row *PeriodicRow
+	err := c.operate(ctx, func() error {
+		var err error
+		row, err = op(c.driver.Executor())
+		return err
+	})
+	if errors.Is(err, weirdriver.ErrNotFound) {
+		return nil, fmt.Errorf("weir: %w: no periodic job %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("weir: %w", err)
+	}
+	return row, nil
 }

@@ -158,6 +158,8 @@ type soakData struct {
 	Promotions []promotion
 	Workers    []workerRun
 	Faults     []faultEvent
+	// PeriodicSlots are the slots of the periodic workload's jobs, one per job.
+	PeriodicSlots []time.Time
 }
 
 // The causes of a duplicate execution: a job run again after an execution
@@ -228,7 +230,11 @@ type soakReport struct {
 	G9Checked         int
 	G9Faulted         int
 	WorstRerunFaulted time.Duration
-	Violations        []violation
+	// PeriodicSlots counts the periodic workload's jobs, from PeriodicFirst to
+	// PeriodicLast.
+	PeriodicSlots               int
+	PeriodicFirst, PeriodicLast time.Time
+	Violations                  []violation
 }
 
 // byGuarantee counts the violations of g.
@@ -289,7 +295,30 @@ func checkSoak(d *soakData) *soakReport {
 	c.checkDuplicates()
 	c.checkG9()
 	c.checkStops()
+	c.checkPeriodic()
 	return c.r
+}
+
+// checkPeriodic checks that the every-second periodic job fired each slot
+// from its first to its last exactly once (P1): it catches up every missed
+// slot, so a gap is a slot weir lost, and a repeat a slot it fired twice.
+func (c *checker) checkPeriodic() {
+	slots := slices.SortedFunc(slices.Values(c.d.PeriodicSlots), time.Time.Compare)
+	c.r.PeriodicSlots = len(slots)
+	if len(slots) == 0 {
+		c.violate("P1", "no periodic slot fired")
+		return
+	}
+	c.r.PeriodicFirst, c.r.PeriodicLast = slots[0], slots[len(slots)-1]
+	for i := 1; i < len(slots); i++ {
+		switch d := slots[i].Sub(slots[i-1]); {
+		case d == 0:
+			c.violate("P1", "periodic slot %s fired twice", slots[i].Format(time.RFC3339))
+		case d != time.Second:
+			c.violate("P1", "periodic slots from %s to %s never fired", slots[i-1].Add(time.Second).Format(time.RFC3339),
+				slots[i].Add(-time.Second).Format(time.RFC3339))
+		}
+	}
 }
 
 type checker struct {

@@ -847,7 +847,8 @@ func (s *soakRun) printProgress(ctx context.Context, phase string) {
 	defer cancel()
 	var final, pending, execs int64
 	err := s.pool.QueryRow(qctx, "SELECT count(*) FILTER (WHERE finalized_at IS NOT NULL), count(*) FILTER (WHERE finalized_at IS NULL), (SELECT count(*) FROM "+
-		pgx.Identifier{s.cfg.Schema, "soak_exec"}.Sanitize()+") FROM "+pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()).Scan(&final, &pending, &execs)
+		pgx.Identifier{s.cfg.Schema, "soak_exec"}.Sanitize()+") FROM "+pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()+
+		" WHERE queue = '"+soakQueue+"'").Scan(&final, &pending, &execs)
 	s.mu.Lock()
 	counts := map[string]int{}
 	for _, f := range s.faults {
@@ -880,7 +881,7 @@ func (s *soakRun) drain(ctx context.Context) error {
 	for {
 		var pending int
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := s.pool.QueryRow(qctx, "SELECT count(*) FROM "+job+" WHERE finalized_at IS NULL").Scan(&pending)
+		err := s.pool.QueryRow(qctx, "SELECT count(*) FROM "+job+" WHERE finalized_at IS NULL AND queue = '"+soakQueue+"'").Scan(&pending)
 		cancel()
 		if err == nil && pending == 0 {
 			s.printProgress(ctx, "drained:")
@@ -965,11 +966,22 @@ func (s *soakRun) collect(ctx context.Context) (*soakData, error) {
 	}}
 	table := func(name string) string { return pgx.Identifier{cfg.Schema, name}.Sanitize() }
 	var err error
-	d.Jobs, err = queryRows(ctx, s.pool, "SELECT id, state, lease_token, coalesce(attempted_by, ''), attempt FROM "+table("weir_job"),
+	d.Jobs, err = queryRows(ctx, s.pool, "SELECT id, state, lease_token, coalesce(attempted_by, ''), attempt FROM "+table("weir_job")+
+		" WHERE queue = '"+soakQueue+"'",
 		func(r pgx.CollectableRow) (finalJob, error) {
 			var j finalJob
 			err := r.Scan(&j.ID, &j.State, &j.Token, &j.AttemptedBy, &j.Attempt)
 			return j, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	d.PeriodicSlots, err = queryRows(ctx, s.pool, "SELECT (metadata->>'weir.slot')::timestamptz FROM "+table("weir_job")+
+		" WHERE queue = '"+soakPeriodicQueue+"' AND metadata->>'weir.periodic' = '"+soakPeriodicName+"'",
+		func(r pgx.CollectableRow) (time.Time, error) {
+			var at time.Time
+			err := r.Scan(&at)
+			return at, err
 		})
 	if err != nil {
 		return nil, err

@@ -104,8 +104,12 @@ func runPeriodic(ctx context.Context, e *env, args []string) error {
 	if errors.Is(err, weir.ErrInvalid) {
 		return usagef("%s: %v", cmdName(fs), err)
 	}
-	if errors.Is(err, weir.ErrPeriodicDeclared) || errors.Is(err, weir.ErrNotFound) {
-		return fmt.Errorf("%s: %w", cmdName(fs), err)
+	switch {
+	case errors.Is(err, weir.ErrPeriodicDeclared):
+		return fmt.Errorf("%s: periodic job %q: the leader declares it; remove it from the clients' config first, or pause it",
+			cmdName(fs), termSafe(name))
+	case errors.Is(err, weir.ErrNotFound):
+		return fmt.Errorf("%s: no periodic job %q", cmdName(fs), termSafe(name))
 	}
 	if err != nil {
 		return o.db.clientErr(fs, err)

@@ -57,7 +57,7 @@ func TestPeriodic(t *testing.T) {
 	if triggered.Name != "report" || !triggered.NextRunAt.Before(time.Now().Add(time.Minute)) {
 		t.Fatalf("trigger --json: %+v", triggered)
 	}
-	wantFailure(t, weir(t, "periodic", "delete", "report"), exitFailure, "the leader declares this schedule")
+	wantFailure(t, weir(t, "periodic", "delete", "report"), exitFailure, `periodic job "report": the leader declares it`)
 	wantFailure(t, weir(t, "periodic", "pause", "missing"), exitFailure, `no periodic job "missing"`)
 	wantFailure(t, weir(t, "periodic", "pause", "bad name"), exitUsage, `periodic job name "bad name"`)
 	wantFailure(t, weir(t, "periodic", "pause"), exitUsage, "want one periodic job name")

@@ -197,7 +197,7 @@ var dupCauses = []struct {
 
 // violation is one breach of the contract.
 type violation struct {
-	Guarantee string // G1, G2, G3, G4, G9, or RUN for the soak's own sanity
+	Guarantee string // G1, G2, G3, G4, G9, G10, or RUN for the soak's own sanity
 	Msg       string
 }
 
@@ -300,22 +300,22 @@ func checkSoak(d *soakData) *soakReport {
 }
 
 // checkPeriodic checks that the every-second periodic job fired each slot
-// from its first to its last exactly once (P1): it catches up every missed
+// from its first to its last exactly once (G10): it catches up every missed
 // slot, so a gap is a slot weir lost, and a repeat a slot it fired twice.
 func (c *checker) checkPeriodic() {
 	slots := slices.SortedFunc(slices.Values(c.d.PeriodicSlots), time.Time.Compare)
 	c.r.PeriodicSlots = len(slots)
 	if len(slots) == 0 {
-		c.violate("P1", "no periodic slot fired")
+		c.violate("G10", "no periodic slot fired")
 		return
 	}
 	c.r.PeriodicFirst, c.r.PeriodicLast = slots[0], slots[len(slots)-1]
 	for i := 1; i < len(slots); i++ {
 		switch d := slots[i].Sub(slots[i-1]); {
 		case d == 0:
-			c.violate("P1", "periodic slot %s fired twice", slots[i].Format(time.RFC3339))
+			c.violate("G10", "periodic slot %s fired twice", slots[i].Format(time.RFC3339))
 		case d != time.Second:
-			c.violate("P1", "periodic slots from %s to %s never fired", slots[i-1].Add(time.Second).Format(time.RFC3339),
+			c.violate("G10", "periodic slots from %s to %s never fired", slots[i-1].Add(time.Second).Format(time.RFC3339),
 				slots[i].Add(-time.Second).Format(time.RFC3339))
 		}
 	}

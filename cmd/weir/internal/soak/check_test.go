@@ -180,12 +180,12 @@ func TestSoakCheckViolations(t *testing.T) {
 		guarantee string
 		contains  string
 	}{
-		{"periodic slot twice", func(d *soakData) { d.PeriodicSlots = append(d.PeriodicSlots, at(20)) }, "P1",
+		{"periodic slot twice", func(d *soakData) { d.PeriodicSlots = append(d.PeriodicSlots, at(20)) }, "G10",
 			"periodic slot 2026-03-01T12:00:20Z fired twice"},
 		{"periodic slots missing", func(d *soakData) {
 			d.PeriodicSlots = slices.DeleteFunc(d.PeriodicSlots, func(s time.Time) bool { return s.After(at(20)) && s.Before(at(23)) })
-		}, "P1", "periodic slots from 2026-03-01T12:00:21Z to 2026-03-01T12:00:22Z never fired"},
-		{"no periodic slot", func(d *soakData) { d.PeriodicSlots = nil }, "P1", "no periodic slot fired"},
+		}, "G10", "periodic slots from 2026-03-01T12:00:21Z to 2026-03-01T12:00:22Z never fired"},
+		{"no periodic slot", func(d *soakData) { d.PeriodicSlots = nil }, "G10", "no periodic slot fired"},
 		{"job gone", func(d *soakData) {
 			d.Jobs = slices.DeleteFunc(d.Jobs, func(j finalJob) bool { return j.ID == 1 })
 		}, "G1", "job 1 was inserted and is gone"},

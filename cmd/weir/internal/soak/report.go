@@ -86,7 +86,7 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 		{"G3", "no outcome written by a stale lease"},
 		{"G4", "every stop within budget + 100ms"},
 		{"G9", "duplicates only after a kill, within lease + rescue"},
-		{"P1", "each periodic slot fired once, none missing"},
+		{"G10", "each periodic slot fired once, none missing"},
 		{"RUN", "no worker died on its own"},
 	} {
 		result := "ok"

@@ -206,6 +206,7 @@ type soakReport struct {
 	Inserted, Jobs, Executions  int
 	States                      map[string]int
 	Restarts, Kills, PGRestarts int
+	LeaderKills                 int // kills of the maintenance leader
 	Pauses                      int
 	ConnKills, BackendsKilled   int
 	GracefulStops               int
@@ -394,6 +395,9 @@ func (c *checker) index() {
 			r.Restarts++
 		case faultKill:
 			r.Kills++
+			if f.Detail == "leader" {
+				r.LeaderKills++
+			}
 		case faultPause:
 			r.Pauses++
 		case faultConnKill:

@@ -327,3 +327,24 @@ func TestPeriodicConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPeriodicOnTime measures, with the default settings, how late an
+// every-second schedule's jobs are inserted after their slots. It prints the
+// figure; the exactly-once tests check the slots.
+func TestPeriodicOnTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.start(t, &weir.Config{
+		Workers:      probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error { return nil }),
+		Queues:       map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 1}},
+		PeriodicJobs: []weir.PeriodicJob{everySecond("on-time")},
+	})
+	waitFor(t, 30*time.Second, "five slots", func() bool {
+		slots, _ := slotsOf(t, b.driver, "on-time")
+		return len(slots) >= 5
+	})
+	slots, late := slotsOf(t, b.driver, "on-time")
+	checkEverySecond(t, slots)
+	slices.Sort(late)
+	t.Logf("default settings: %d slots inserted after their slot by median %v, worst %v", len(late), late[len(late)/2], late[len(late)-1])
+}

@@ -77,6 +77,9 @@ func checkPeriodic(jobs []PeriodicJob) (map[string]*periodicEntry, error) {
 		if err != nil {
 			return nil, invalidf(field+".Schedule", "periodic job %q: %v", j.Name, err)
 		}
+		if sched.next(time.Now()).IsZero() {
+			return nil, invalidf(field+".Schedule", "periodic job %q: schedule %q never fires", j.Name, j.Schedule)
+		}
 		if j.Args == nil {
 			return nil, invalidf(field+".Args", "periodic job %q has no Args function", j.Name)
 		}
@@ -202,8 +205,10 @@ func (c *Client) firePeriodic(ctx context.Context, exec weirdriver.Executor, log
 	skipped := 0
 	for slot, n := row.NextRunAt, 0; !slot.IsZero() && !slot.After(now); slot, n = e.sched.next(slot), n+1 {
 		if n == maxSlotsScanned {
-			// Too long without a leader to walk: go on from a grace before now.
-			skipped += n
+			// Too long without a leader to walk every slot: the slots seen so
+			// far are all skipped, and the walk goes on from a grace before now.
+			skipped += len(missed)
+			missed = missed[:0]
 			slot = e.sched.next(now.Add(-periodicGrace))
 			if slot.IsZero() || slot.After(now) {
 				break

@@ -318,6 +318,7 @@ func TestPeriodicConfigRefused(t *testing.T) {
 		{[]weir.PeriodicJob{{Name: "x", Schedule: "every day", Args: args}}, "Config.PeriodicJobs[0].Schedule", `"every day"`},
 		{[]weir.PeriodicJob{{Name: "x", Schedule: "@daily", TimeZone: "Europe/Atlantis", Args: args}}, "Config.PeriodicJobs[0].Schedule", `"Europe/Atlantis"`},
 		{[]weir.PeriodicJob{{Name: "x", Schedule: "@daily"}}, "Config.PeriodicJobs[0].Args", "no Args"},
+		{[]weir.PeriodicJob{{Name: "x", Schedule: "0 0 30 2 *", Args: args}}, "Config.PeriodicJobs[0].Schedule", "never fires"},
 		{[]weir.PeriodicJob{{Name: "x", Schedule: "@daily", Args: args, CatchUp: -1}}, "Config.PeriodicJobs[0].CatchUp", "-1"},
 	} {
 		_, err := weir.NewClient(b.driver, &weir.Config{PeriodicJobs: c.jobs})

@@ -156,7 +156,7 @@ func (c *Client) runPeriodic(ctx context.Context, exec weirdriver.Executor, logg
 				}
 				continue
 			}
-			skew = dbNow.Sub(time.Now())
+			skew = time.Until(dbNow)
 			sleep = 0 // list again: the fire moved its next run
 		}
 		timer.Reset(max(sleep, time.Millisecond))

@@ -596,12 +596,9 @@ func (s *soakRun) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// victim picks a random ready worker that was told nothing yet, or nil.
-func (s *soakRun) victim(rng *rand.Rand) *workerProc { return s.victimPreferring(rng, "") }
-
-// victimPreferring picks the ready worker named prefer if there is one, and
-// otherwise any ready worker.
-func (s *soakRun) victimPreferring(rng *rand.Rand, prefer string) *workerProc {
+// victim picks a ready worker that was told nothing yet, or nil: the one
+// named prefer if it is one, otherwise a random one.
+func (s *soakRun) victim(rng *rand.Rand, prefer string) *workerProc {
 	var ok []*workerProc
 	for _, p := range s.slots {
 		if p != nil && p.isReady && !p.stopping && !p.killed && !p.paused {
@@ -650,7 +647,7 @@ func (s *soakRun) takeVictimPreferring(ctx context.Context, kind string, rng *ra
 	defer tick.Stop()
 	for {
 		s.mu.Lock()
-		if p := s.victimPreferring(rng, prefer); p != nil {
+		if p := s.victim(rng, prefer); p != nil {
 			mark(p)
 			s.mu.Unlock()
 			return p

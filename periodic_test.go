@@ -32,10 +32,13 @@ func everySecond(name string) weir.PeriodicJob {
 }
 
 // periodicConfig is a client config that works no queue the periodic jobs
-// insert into, with fast elections, declaring jobs.
+// insert into, declaring jobs.
 func periodicConfig(logs *jsonLogs, jobs ...weir.PeriodicJob) *weir.Config {
 	cfg := fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error { return nil }), nil)
 	cfg.PeriodicJobs = jobs
+	// Elections every 500 ms (terms of 1.5 s): on a loaded machine, elections
+	// every 100 ms may fail one after another, and nobody fires meanwhile.
+	cfg.RescueInterval = 500 * time.Millisecond
 	if logs != nil {
 		cfg.Logger = logs.logger()
 	}

@@ -88,7 +88,7 @@ func checkEverySecond(t *testing.T, slots []time.Time) {
 // every slot from the first to the last has exactly one job, on each store.
 func TestPeriodicExactlyOnceAcrossLeaders(t *testing.T) {
 	t.Parallel()
-	for _, d := range periodicStores(t) {
+	for _, d := range bothStores(t) {
 		t.Run(d.Name(), func(t *testing.T) {
 			t.Parallel()
 			clients := make([]*weir.Client, 3)
@@ -139,8 +139,8 @@ func TestPeriodicExactlyOnceAcrossLeaders(t *testing.T) {
 	}
 }
 
-// periodicStores returns a migrated PostgreSQL schema and SQLite file.
-func periodicStores(t *testing.T) []weirdriver.Driver {
+// bothStores returns a migrated PostgreSQL schema and SQLite file.
+func bothStores(t *testing.T) []weirdriver.Driver {
 	t.Helper()
 	lite, err := weirsqlite.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
 	if err != nil {

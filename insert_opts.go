@@ -109,7 +109,7 @@ func (m UniqueConflict) driverMode() weirdriver.UniqueOnConflict {
 
 func (u *UniqueOpts) isZero() bool {
 	return !u.ByArgs && u.ByPeriod == 0 && !u.ByQueue && len(u.ByState) == 0 &&
-		len(u.ByArgsKeys) == 0 && u.OnConflict == ""
+		len(u.ByArgsKeys) == 0 && (u.OnConflict == "" || u.OnConflict == UniqueSkip)
 }
 
 // defaultUniqueStates are the states a unique key holds in by default.

@@ -57,6 +57,9 @@ DECLARE
     v_mode text := coalesce(nullif(unique_on_conflict, ''), 'skip');
     v_key_args jsonb := weir_enqueue.args;
     v_i integer;
+    -- Whether the job is unique, as the Go client's UniqueOpts: all unset means not.
+    v_unique CONSTANT boolean := coalesce(unique_by_args OR unique_by_queue OR unique_period IS NOT NULL
+        OR unique_states IS NOT NULL OR coalesce(cardinality(unique_args_keys), 0) > 0, false);
 BEGIN
     -- Names: the same rules and words as the Go client's validateName.
     IF weir_enqueue.kind IS NULL OR weir_enqueue.kind = '' THEN
@@ -129,15 +132,13 @@ BEGIN
     -- and a conflict mode other than skip needs the job to be unique.
     IF v_mode NOT IN ('skip', 'replace', 'debounce') THEN
         RAISE EXCEPTION 'weir: invalid: unique conflict mode "%" is not one of skip, replace, debounce',
-            left(v_mode, 40) USING ERRCODE = '22023';
+            left(v_mode, 40) || CASE WHEN length(v_mode) > 40 THEN '...' ELSE '' END USING ERRCODE = '22023';
     END IF;
-    IF NOT (unique_by_args OR unique_by_queue OR unique_period IS NOT NULL OR unique_states IS NOT NULL
-            OR cardinality(unique_args_keys) > 0) AND v_mode <> 'skip' THEN
+    IF NOT v_unique AND v_mode <> 'skip' THEN
         RAISE EXCEPTION 'weir: invalid: unique conflict mode "%" is set but the job is not unique',
             v_mode USING ERRCODE = '22023';
     END IF;
-    IF unique_by_args OR unique_by_queue OR unique_period IS NOT NULL OR unique_states IS NOT NULL
-            OR cardinality(unique_args_keys) > 0 THEN
+    IF v_unique THEN
         -- The keys of a key by a subset of args: the same rules and words as the
         -- Go client's checkUniqueArgsKeys.
         IF cardinality(unique_args_keys) > 32 THEN
@@ -149,7 +150,8 @@ BEGIN
                 RAISE EXCEPTION 'weir: invalid: unique args key is empty' USING ERRCODE = '22023';
             ELSIF octet_length(unique_args_keys[v_i]) > 128 THEN
                 RAISE EXCEPTION 'weir: invalid: unique args key "%" is % bytes long; the limit is 128',
-                    left(unique_args_keys[v_i], 40), octet_length(unique_args_keys[v_i]) USING ERRCODE = '22023';
+                    left(unique_args_keys[v_i], 40) || CASE WHEN length(unique_args_keys[v_i]) > 40 THEN '...' ELSE '' END,
+                    octet_length(unique_args_keys[v_i]) USING ERRCODE = '22023';
             ELSIF unique_args_keys[v_i] = ANY (unique_args_keys[1:v_i - 1]) THEN
                 RAISE EXCEPTION 'weir: invalid: unique args key "%" is listed twice',
                     unique_args_keys[v_i] USING ERRCODE = '22023';
@@ -177,13 +179,13 @@ BEGIN
             END IF;
         END LOOP;
         v_key := weir_unique_prefix(weir_enqueue.kind, weir_enqueue.queue, v_at, unique_by_queue, coalesce(v_period, 0));
-        IF cardinality(unique_args_keys) > 0 THEN
+        IF coalesce(cardinality(unique_args_keys), 0) > 0 THEN
             -- The object of the listed keys the args hold; jsonb's text of it is
             -- canonical, as of all args.
             SELECT coalesce(jsonb_object_agg(e.key, e.value), '{}') INTO v_key_args
             FROM jsonb_each(weir_enqueue.args) AS e WHERE e.key = ANY (unique_args_keys);
         END IF;
-        IF unique_by_args OR cardinality(unique_args_keys) > 0 THEN
+        IF unique_by_args OR coalesce(cardinality(unique_args_keys), 0) > 0 THEN
             v_key := weir_unique_args_key(v_key, v_key_args);
         END IF;
         SELECT sum(DISTINCT weir_state_bit(s))::smallint INTO v_mask FROM unnest(v_states) AS s;

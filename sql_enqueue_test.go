@@ -494,3 +494,27 @@ func TestSQLEnqueueMigration008(t *testing.T) {
 		})
 	}
 }
+
+// TestSQLEnqueueDebounceNotifies checks that weir_enqueue wakes workers at
+// commit when it moves a job to now, and not when the job stays scheduled.
+func TestSQLEnqueueDebounceNotifies(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	conn := b.sqlConn(t)
+	notes := listen(t, b)
+	debounce := `queue => 'sq', unique_by_args => true, unique_on_conflict => 'debounce', scheduled_at => $1`
+	b.sqlUnique(t, conn, "k", `{}`, debounce, time.Now().Add(time.Hour))
+	if _, _, rep := b.sqlUnique(t, conn, "k", `{}`, debounce, time.Now().Add(2*time.Hour)); !rep {
+		t.Fatal("debounce later did not replace")
+	}
+	b.marker(t, "scheduled")
+	if got := notes.next(t); got != "scheduled" {
+		t.Fatalf("notification %q for a job still scheduled", got)
+	}
+	if _, _, rep := b.sqlUnique(t, conn, "k", `{}`, debounce, time.Now().Add(-time.Second)); !rep {
+		t.Fatal("debounce to now did not replace")
+	}
+	if got := notes.next(t); got != "sq" {
+		t.Fatalf("debounce to now: notification %q, want sq", got)
+	}
+}

@@ -175,6 +175,9 @@ func TestEnqueueUnique(t *testing.T) {
 	if q2, stderr := enqueue(append(byQueue, "--args", `{"other": true}`)...); q2 != q1 || !strings.Contains(stderr, "nothing inserted") {
 		t.Fatalf("by queue: %d then %d, stderr %q", q1, q2, stderr)
 	}
+	if q3, stderr := enqueue(append(byQueue, "--run-at", "2099-01-01T00:00:00Z")...); q3 == q1 || stderr != "" {
+		t.Fatalf("another period: %d (first %d), stderr %q", q3, q1, stderr)
+	}
 	// --count with a unique job: one job, the later copies its duplicates.
 	r := weir(t, "enqueue", "--kind", "once", "--unique-by-args", "--count", "3")
 	if got := ids(t, r.stdout); r.code != 0 || len(got) != 3 || got[0] != got[1] || got[1] != got[2] || strings.Count(r.stderr, "nothing inserted") != 2 {

@@ -178,7 +178,10 @@ type InsertParams struct {
 	Tags        []string
 	// Metadata is a JSON object, or empty.
 	Metadata json.RawMessage
-	Unique   UniqueOpts
+	// Unique is the job's unique options; when ByArgs is set without
+	// ByArgsKeys, ByArgsKeys holds the JSON names of the args type's fields
+	// tagged `weir:"unique"` (none: all args).
+	Unique UniqueOpts
 
 	// encoded is Args as encodeInsert wrote it, to tell whether middleware
 	// replaced it; goJSON is set when encoding/json wrote it from a Go value

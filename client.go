@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
+	"github.com/weirq/weir/weirtype"
 )
 
 // DefaultMaxArgsBytes is the default limit on a job's encoded args.
@@ -47,6 +48,22 @@ type Config struct {
 	// first outermost; a worker's own middleware (WorkerWithMiddleware) runs
 	// inside it. See WorkerMiddleware.
 	WorkerMiddleware []WorkerMiddleware
+
+	// Inline makes the client run each job it inserts in the insert call, for
+	// application tests that should need no goroutines and no waiting: once the
+	// job is written, it is leased, worked by its worker (middleware, timeout
+	// and retry policy as in a started client) and its outcome written, in the
+	// caller's transaction for InsertTx and InsertManyTx, before the call
+	// returns the job as it is afterwards. One attempt runs, whatever the job's
+	// scheduled time; a job that fails stays retryable. Duplicates of unique
+	// jobs do not run. A job whose kind has no worker is refused before
+	// anything is written. Start and Stop do nothing. docs/testing-jobs.md
+	// says more.
+	Inline bool
+
+	// PeriodicJobs are schedules on which the maintenance leader inserts jobs,
+	// once per slot whichever client leads (docs/periodic.md).
+	PeriodicJobs []PeriodicJob
 
 	// Queues are the queues this client works, with their settings, at most
 	// 1,000. A client without queues only inserts and operates.
@@ -119,6 +136,9 @@ type Client struct {
 	// startDone is closed when the Start in flight (state clientStarting) ends.
 	startDone chan struct{}
 	eng       *engine // set when Start succeeded
+
+	// periodic holds Config.PeriodicJobs, checked, by name.
+	periodic map[string]*periodicEntry
 }
 
 // clientState is where a client stands in its one life: a failed Start goes
@@ -177,6 +197,12 @@ func NewClient(driver weirdriver.Driver, config *Config) (*Client, error) {
 	if err := cfg.setRuntimeDefaults(); err != nil {
 		return nil, err
 	}
+	periodic, err := checkPeriodic(cfg.PeriodicJobs)
+	if err != nil {
+		return nil, err
+	}
+	c.periodic = periodic
+	cfg.PeriodicJobs = slices.Clone(cfg.PeriodicJobs)
 	return c, nil
 }
 
@@ -414,8 +440,18 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Inserter, params []
 		}
 		jobs[i] = in
 	}
+	return c.insertEncoded(ctx, exec, jobs)
+}
+
+// insertEncoded passes encoded jobs through the insert middleware and writes
+// them.
+func (c *Client) insertEncoded(ctx context.Context, exec weirdriver.Inserter, jobs []*InsertParams) ([]*InsertResult, error) {
 	if len(c.config.InsertMiddleware) == 0 {
-		return c.write(ctx, exec, jobs)
+		res, err := c.write(ctx, exec, jobs)
+		if err != nil {
+			return nil, err
+		}
+		return c.runInline(ctx, exec, res)
 	}
 	// Middleware may change what it is given in place; the caller's slices are
 	// not its to change.
@@ -433,7 +469,45 @@ func (c *Client) insert(ctx context.Context, exec weirdriver.Inserter, params []
 	if err == nil && len(res) != len(jobs) {
 		return nil, fmt.Errorf("weir: insert middleware returned %d results for %d jobs, which may have been written", len(res), len(jobs))
 	}
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return c.runInline(ctx, exec, res)
+}
+
+// checkInline refuses, before anything is written, a batch an inline client
+// could not run: a kind without a worker, or a transaction the driver can only
+// insert in.
+func (c *Client) checkInline(exec weirdriver.Inserter, all []*weirdriver.JobInsertParams) error {
+	if _, ok := exec.(weirdriver.Executor); !ok {
+		return invalidf("tx", "an inline client runs jobs in the insert's transaction, and this driver can only insert in a %T: use a pgx.Tx", exec)
+	}
+	for i, p := range all {
+		if c.config.Workers.byKind[p.Kind] == nil {
+			return atJob(invalidf("Kind", "an inline client runs every job it inserts, and it has no worker for kind %q", p.Kind), i, len(all))
+		}
+	}
+	return nil
+}
+
+// runInline runs one attempt of each new job of an inline client's insert, in
+// order, on exec, and puts the job as it is afterwards in its result.
+func (c *Client) runInline(ctx context.Context, exec weirdriver.Inserter, res []*InsertResult) ([]*InsertResult, error) {
+	if !c.config.Inline {
+		return res, nil
+	}
+	runner := exec.(weirdriver.Executor) // checkInline made sure
+	for _, r := range res {
+		if r.Duplicate {
+			continue
+		}
+		run, err := c.workOne(ctx, runner, r.Job.ID)
+		if err != nil {
+			return nil, fmt.Errorf("weir: insert: inline run: %w", err)
+		}
+		r.Job = run.job
+	}
+	return res, nil
 }
 
 // atJob places a bad-input error about the i-th of n jobs in its batch.
@@ -455,11 +529,20 @@ func (c *Client) write(ctx context.Context, exec weirdriver.Inserter, jobs []*In
 		if err != nil {
 			return nil, atJob(err, i, len(jobs))
 		}
+		if in.periodicKey != nil {
+			ip.UniqueKey, ip.UniqueStates, ip.UniqueByArgs, ip.CanonicalArgs = in.periodicKey, weirtype.JobStates(), false, nil
+		}
 		all[i] = ip
 		if ip.UniqueKey != nil {
 			unique = append(unique, i)
 		} else {
 			bulk = append(bulk, i)
+		}
+	}
+
+	if c.config.Inline {
+		if err := c.checkInline(exec, all); err != nil {
+			return nil, err
 		}
 	}
 

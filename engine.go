@@ -65,7 +65,12 @@ func (c *Client) IsLeader() bool {
 // Start checks the schema and starts working the configured queues: claiming,
 // running handlers, renewing leases, writing outcomes, listening for new jobs and,
 // when elected, maintenance. ctx bounds the start only; Stop stops the client.
+// An inline client (Config.Inline) runs jobs as it inserts them: its Start
+// starts nothing and returns nil.
 func (c *Client) Start(ctx context.Context) error {
+	if c.config.Inline {
+		return nil
+	}
 	if len(c.config.Queues) == 0 {
 		return invalidf("Config.Queues", "Start: Config.Queues is empty: a client without queues only inserts")
 	}
@@ -193,7 +198,12 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	// interval of a crash (G9), even when the crashed client led: its term (3
 	// election intervals) plus one interval to win stays inside that bound.
 	elect := min(5*time.Second, cfg.RescueInterval)
+	var onTerm func(context.Context)
+	if len(c.periodic) > 0 {
+		onTerm = func(ctx context.Context) { c.runPeriodic(ctx, exec, e.logger, elect) }
+	}
 	e.maint = maintenance.New(exec, &maintenance.Config{
+		OnTerm:   onTerm,
 		ClientID: cfg.ID, Logger: cfg.Logger, Rescued: e.jobRescued, RescueInterval: cfg.RescueInterval,
 		ElectInterval: elect, LeaderTTL: 3 * elect,
 		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,

@@ -189,6 +189,9 @@ type InsertParams struct {
 	// UTF-8.
 	encoded json.RawMessage
 	goJSON  bool
+	// periodicKey, set on a periodic job's slot, is its unique key in every
+	// state, in place of Unique's.
+	periodicKey []byte
 }
 
 // encodeInsert encodes args and lays opts over the kind's own, with the

@@ -318,13 +318,7 @@ func keep(*[workerStackReserve]byte) {}
 func (p *producer) run(j *lease.Job) {
 	ctx := p.leases.HandlerContext(j)
 	entry := p.handlers.byKind[j.Row.Kind]
-	timeout := p.jobTimeout
-	if entry != nil && entry.timeout != nil {
-		if t := entry.timeout(j.Row); t != 0 {
-			timeout = t
-		}
-	}
-	if timeout > 0 {
+	if timeout := timeoutOf(entry, j.Row, p.jobTimeout); timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrJobTimeout)
 		defer cancel()
@@ -332,7 +326,7 @@ func (p *producer) run(j *lease.Job) {
 
 	p.events.emit(EventJobStarted, j.Row, nil, 0)
 	start := time.Now()
-	err := invoke(ctx, p.handler(j, entry))
+	err := invoke(ctx, handlerOf(p.middleware, j, entry))
 	elapsed := time.Since(start)
 	cause := context.Cause(ctx)
 	fin := finalizationOf(j, entry, p.retryPolicy, err, cause, elapsed)
@@ -352,20 +346,31 @@ func (p *producer) run(j *lease.Job) {
 	p.submit(fin)
 }
 
-// handler returns the call of j's worker, inside the client's middleware and
+// timeoutOf is the timeout of an attempt of row: its worker's, or the
+// client's; not positive means none.
+func timeoutOf(entry *workerEntry, row *JobRow, client time.Duration) time.Duration {
+	if entry != nil && entry.timeout != nil {
+		if t := entry.timeout(row); t != 0 {
+			return t
+		}
+	}
+	return client
+}
+
+// handlerOf returns the call of j's worker, inside the client's middleware and
 // the worker's own. The chain is built in the call, so that invoke recovers a
 // middleware's panic there too.
-func (p *producer) handler(j *lease.Job, entry *workerEntry) func(context.Context) error {
+func handlerOf(middleware []WorkerMiddleware, j *lease.Job, entry *workerEntry) func(context.Context) error {
 	var own []WorkerMiddleware
 	if entry != nil {
 		own = entry.middleware
 	}
-	if len(p.middleware) == 0 && len(own) == 0 {
+	if len(middleware) == 0 && len(own) == 0 {
 		return j.Work
 	}
 	return func(ctx context.Context) error {
 		inner := func(ctx context.Context, _ *JobRow) error { return j.Work(ctx) }
-		return chainWork(p.middleware, chainWork(own, inner))(ctx, j.Row)
+		return chainWork(middleware, chainWork(own, inner))(ctx, j.Row)
 	}
 }
 

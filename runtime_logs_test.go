@@ -277,8 +277,11 @@ func TestLeaseLossFloodIsLimited(t *testing.T) {
 		return nil
 	}), map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: n, Prefetch: -1}})
 	cfg.Logger = logs.logger()
-	// A lease long enough that only the moved tokens lose them.
+	// A lease long enough that only the moved tokens lose them. Elections
+	// every second (terms of 3 s): a thousand rows rescued at once need more
+	// than the 200 ms a 100 ms interval leaves a batch on a loaded machine.
 	cfg.HeartbeatInterval, cfg.LeaseDuration = 200*time.Millisecond, 30*time.Second
+	cfg.RescueInterval = time.Second
 	params := make([]weir.InsertManyParams, n)
 	for i := range params {
 		params[i] = weir.InsertManyParams{Args: probeArgs{Name: "flood"}}

@@ -40,6 +40,11 @@ func CheckClaim(p *JobClaimParams) error {
 	return nil
 }
 
+// CheckClaimID checks a claim of one job.
+func CheckClaimID(p *JobClaimIDParams) error {
+	return CheckClaim(&JobClaimParams{Queue: "-", Max: 1, ClientID: p.ClientID, LeaseDuration: p.LeaseDuration})
+}
+
 // CheckFinalize checks a batch of outcomes: known outcomes, and no job twice (one
 // statement updates a row once, so two outcomes for one job could not both be
 // reported truthfully).

@@ -15,6 +15,10 @@ import (
 // ErrNotFound is returned when a job does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrPeriodicDeclared is returned when an operator deletes a schedule that the
+// leader declares: it would register it again.
+var ErrPeriodicDeclared = errors.New("the leader declares this schedule; remove it from the config first, or pause it")
+
 // Driver is a database that weir can keep jobs in.
 type Driver interface {
 	// Name names the database ("postgres", "sqlite").
@@ -193,6 +197,12 @@ type Executor interface {
 	// JobClaim leases up to Max due available jobs of a queue, in priority, then
 	// scheduled time, then id order, skipping jobs that other claimers hold locked.
 	JobClaim(ctx context.Context, params *JobClaimParams) ([]*weirtype.JobRow, error)
+	// JobClaimID leases job params.ID if it is scheduled, available or retryable,
+	// whatever its due time and whether its queue is paused, and returns it
+	// running. A job that is running or final is returned unchanged, with false;
+	// a job that does not exist is ErrNotFound. It runs one chosen job: weirtest's
+	// Worker and inline clients use it.
+	JobClaimID(ctx context.Context, params *JobClaimIDParams) (*weirtype.JobRow, bool, error)
 	// JobFinalize writes a batch of outcomes in one statement and reports, per
 	// param in order, whether it applied (false: stale, nothing changed).
 	JobFinalize(ctx context.Context, params []*JobFinalizeParams) ([]bool, error)
@@ -221,6 +231,28 @@ type Executor interface {
 	// LeaderGet returns the current leader of name, or ErrNotFound when nobody
 	// holds an unexpired term.
 	LeaderGet(ctx context.Context, name string) (leaderID string, expiresAt time.Time, err error)
+
+	// PeriodicRegister records the schedules the leader, declaredBy, declares:
+	// a new one with its NextRunAt, a known one with its spec, time zone and
+	// (when either changed) NextRunAt replaced; each is no longer orphaned.
+	// Every other schedule is marked orphaned (orphaned_at kept if set).
+	PeriodicRegister(ctx context.Context, declaredBy string, params []*PeriodicRegisterParams) error
+	// PeriodicList returns every schedule, by name.
+	PeriodicList(ctx context.Context) ([]*weirtype.PeriodicRow, error)
+	// PeriodicLock returns schedule name locked until the transaction ends, and
+	// the database's clock, or ErrNotFound. Call it inside a transaction.
+	PeriodicLock(ctx context.Context, name string) (*weirtype.PeriodicRow, time.Time, error)
+	// PeriodicAdvance moves a schedule past a fire, if its next_run_at is still
+	// params.From; it reports whether it did.
+	PeriodicAdvance(ctx context.Context, params *PeriodicAdvanceParams) (bool, error)
+	// PeriodicPause pauses (paused) or resumes schedule name and returns it.
+	PeriodicPause(ctx context.Context, name string, paused bool) (*weirtype.PeriodicRow, error)
+	// PeriodicTrigger makes schedule name due now, so that the leader fires it
+	// at once, with its next slot still to come, and returns it.
+	PeriodicTrigger(ctx context.Context, name string) (*weirtype.PeriodicRow, error)
+	// PeriodicDelete deletes schedule name if it is orphaned and returns it as
+	// it was; a schedule the leader declares is refused with ErrPeriodicDeclared.
+	PeriodicDelete(ctx context.Context, name string) (*weirtype.PeriodicRow, error)
 
 	// Begin starts a transaction, or a savepoint inside one.
 	Begin(ctx context.Context) (ExecutorTx, error)

@@ -20,6 +20,14 @@ type JobClaimParams struct {
 	LeaseDuration time.Duration
 }
 
+// JobClaimIDParams name the one job JobClaimID leases.
+type JobClaimIDParams struct {
+	ID int64
+	// ClientID and LeaseDuration are as in JobClaimParams.
+	ClientID      string
+	LeaseDuration time.Duration
+}
+
 // Outcome is how an attempt ended, as JobFinalize writes it.
 type Outcome string
 

@@ -707,7 +707,8 @@ func TestCompatibleColumnAddedToOlderTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Those before the column read false; it and those after it, their mark.
+	// Those before it were recorded without the column; it and those after it
+	// record their own mark.
 	marks := map[int]bool{}
 	for _, mig := range d.Migrations() {
 		marks[mig.Version] = mig.Compatible

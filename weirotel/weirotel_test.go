@@ -493,9 +493,15 @@ func TestMetrics(t *testing.T) {
 func TestQueueGaugesOnlyOnLeader(t *testing.T) {
 	s := newStore(t)
 	first, second := newProcess(t, false), newProcess(t, false)
-	a := start(t, s, first.config(taskWorkers(), defaultQueue))
+	// Elections every 2 s, terms of 6 s: on a loaded machine a renewal of the
+	// default test interval may fail, and the leader change in between.
+	steady := func(cfg *weir.Config) *weir.Config {
+		cfg.RescueInterval = 2 * time.Second
+		return cfg
+	}
+	a := start(t, s, steady(first.config(taskWorkers(), defaultQueue)))
 	waitFor(t, "the first client to lead", a.IsLeader)
-	b := start(t, s, second.config(taskWorkers(), defaultQueue))
+	b := start(t, s, steady(second.config(taskWorkers(), defaultQueue)))
 	for p, c := range map[*process]*weir.Client{first: a, second: b} {
 		unregister, err := p.tel.Observe(c)
 		if err != nil {

@@ -39,3 +39,35 @@ func ExampleRequireInserted() {
 	}
 	_ = testSignup
 }
+
+// welcomeWorker is the worker under test.
+type welcomeWorker struct{ sent []string }
+
+func (w *welcomeWorker) Work(ctx context.Context, job *weir.Job[sendWelcome]) error {
+	w.sent = append(w.sent, job.Args.To)
+	return nil
+}
+
+// A test of a worker: one attempt through the real worker path, in the
+// test's transaction, without a running client (TestWorker runs every outcome
+// on every store).
+func ExampleNewWorker() {
+	testWelcomeWorker := func(t *testing.T, driver *weirsqlite.Driver) {
+		ctx := context.Background()
+		tx, err := driver.DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback() //nolint:errcheck // the test leaves nothing behind
+		worker := &welcomeWorker{}
+		w := weirtest.NewWorker(t, driver, &weir.Config{}, weir.Worker[sendWelcome](worker))
+		res, err := w.Work(ctx, tx, sendWelcome{To: "ada@example.com"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Event != weir.EventJobCompleted || len(worker.sent) != 1 {
+			t.Errorf("%s (%v), sent %v", res.Event, res.Err, worker.sent)
+		}
+	}
+	_ = testWelcomeWorker
+}

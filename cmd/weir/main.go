@@ -57,6 +57,7 @@ func commands() []*command {
 		enqueueCommand,
 		jobsCommand,
 		queuesCommand,
+		periodicCommand,
 		benchCommand,
 		soakCommand,
 		versionCommand,

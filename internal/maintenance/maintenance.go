@@ -67,6 +67,9 @@ type Config struct {
 	ScheduleInterval time.Duration
 	// PruneInterval is how often old final jobs are deleted. Default: 1 min.
 	PruneInterval time.Duration
+	// OnTerm, when set, runs in each term as one of its tasks, with a context
+	// that ends when the term does (the client fires periodic jobs in it).
+	OnTerm func(ctx context.Context)
 	// BatchSize is the most rows one rescue, schedule or prune statement
 	// changes; each task repeats its statement until a batch comes back short.
 	// A task whose statement runs out of time halves its own limit, down to one
@@ -390,6 +393,9 @@ func (s *Service) startTerm(callCtx context.Context) *term {
 	t.tasks.Go(func() { s.every(t, s.cfg.RescueInterval, true, s.rescue) })
 	t.tasks.Go(func() { s.every(t, s.cfg.ScheduleInterval, true, s.schedule) })
 	t.tasks.Go(func() { s.every(t, s.cfg.PruneInterval, false, s.prune) })
+	if s.cfg.OnTerm != nil {
+		t.tasks.Go(func() { s.cfg.OnTerm(t.loop) })
+	}
 	return t
 }
 

@@ -1,6 +1,7 @@
 package weirdrivertest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -178,4 +179,67 @@ func testClaimConcurrentNoOverlap(t *testing.T, d weirdriver.Driver) {
 	if len(left) != 0 {
 		t.Fatalf("%d jobs still available", len(left))
 	}
+}
+
+// testClaimID: JobClaimID leases the one job named, scheduled or available,
+// due or not, its queue paused or not; it leaves a running or final job as it
+// is, and a bad call changes nothing.
+func testClaimID(t *testing.T, d weirdriver.Driver) {
+	ex := d.Executor()
+	claimID := func(id int64) (*weirtype.JobRow, bool) {
+		t.Helper()
+		job, ok, err := ex.JobClaimID(ctx(t), &weirdriver.JobClaimIDParams{ID: id, ClientID: testClient, LeaseDuration: time.Minute})
+		if err != nil {
+			t.Fatalf("claim job %d: %v", id, err)
+		}
+		return job, ok
+	}
+	future := insertAt(t, d, "q", 2, time.Now().Add(time.Hour))
+	other := insertAt(t, d, "q", 1, time.Now().Add(-time.Hour)) // first in claim order
+	got, ok := claimID(future.ID)
+	if !ok || got.ID != future.ID || got.State != weirtype.JobStateRunning || got.Attempt != 1 ||
+		got.LeaseToken != future.LeaseToken+1 || got.AttemptedBy != testClient || got.LeaseExpiresAt == nil {
+		t.Fatalf("claim of a scheduled job: %v %+v", ok, got)
+	}
+	if !near(*got.LeaseExpiresAt, time.Now().Add(time.Minute)) {
+		t.Fatalf("lease expires at %v, want about a minute from now", got.LeaseExpiresAt)
+	}
+	if j := getJob(t, d, other.ID); j.State != weirtype.JobStateAvailable {
+		t.Fatalf("another job of the queue was claimed: %+v", j)
+	}
+
+	// Running: unchanged.
+	again, ok := claimID(future.ID)
+	if ok || rowJSON(t, again) != rowJSON(t, getJob(t, d, future.ID)) || again.LeaseToken != got.LeaseToken {
+		t.Fatalf("second claim of a running job: %v %+v", ok, again)
+	}
+	// Final: unchanged.
+	finalize(t, d, &weirdriver.JobFinalizeParams{ID: got.ID, LeaseToken: got.LeaseToken, Outcome: weirdriver.OutcomeCompleted})
+	done := getJob(t, d, got.ID)
+	if j, ok := claimID(got.ID); ok || j.State != weirtype.JobStateCompleted {
+		t.Fatalf("claim of a completed job: %v %+v", ok, j)
+	}
+	sameRow(t, d, "a claim of a completed job", done)
+
+	// A paused queue does not stop it.
+	if err := ex.QueuePause(ctx(t), "q"); err != nil {
+		t.Fatal(err)
+	}
+	if j, ok := claimID(other.ID); !ok || j.State != weirtype.JobStateRunning {
+		t.Fatalf("claim of a job of a paused queue: %v %+v", ok, j)
+	}
+
+	if _, _, err := ex.JobClaimID(ctx(t), &weirdriver.JobClaimIDParams{ID: 1 << 40, ClientID: testClient, LeaseDuration: time.Minute}); !errors.Is(err, weirdriver.ErrNotFound) {
+		t.Fatalf("claim of a missing job: %v, want ErrNotFound", err)
+	}
+	bad := insertOne(t, d, params("k", "q2", `{}`))
+	for _, p := range []weirdriver.JobClaimIDParams{
+		{ID: bad.ID, LeaseDuration: time.Minute},
+		{ID: bad.ID, ClientID: testClient},
+	} {
+		if _, _, err := ex.JobClaimID(ctx(t), &p); err == nil {
+			t.Fatalf("claim with %+v: no error", p)
+		}
+	}
+	sameRow(t, d, "a bad claim", bad)
 }

@@ -48,11 +48,14 @@ func Run(t *testing.T, setup Setup) {
 		{"MigrationsApplied", testMigrationsApplied},
 		{"MigrationTx", testMigrationTx},
 		{"QueuePauseResume", testQueuePauseResume},
+		{"PeriodicRegister", testPeriodicRegister},
+		{"PeriodicFireAndOperate", testPeriodicFireAndOperate},
 
 		// The worker runtime's statements (runtime.go).
 		{"ClaimOrderAndMax", testClaimOrderAndMax},
 		{"ClaimSetsLease", testClaimSetsLease},
 		{"ClaimConcurrentNoOverlap", testClaimConcurrentNoOverlap},
+		{"ClaimID", testClaimID},
 		{"FinalizeOutcomes", testFinalizeOutcomes},
 		{"FinalizeStaleChangesNothing", testFinalizeStaleChangesNothing},
 		{"FinalizeCancelRequested", testFinalizeCancelRequested},

@@ -206,6 +206,7 @@ type queries struct {
 
 	runtimeQueries
 	migrationQueries
+	periodicQueries
 }
 
 func newQueries(schema string) *queries {
@@ -234,6 +235,7 @@ func newQueries(schema string) *queries {
 
 		runtimeQueries:   newRuntimeQueries(fill),
 		migrationQueries: newMigrationQueries(fill),
+		periodicQueries:  newPeriodicQueries(fill),
 	}
 }
 
@@ -245,6 +247,7 @@ func filler(schema string) func(string) string {
 		"{job}", ident("weir_job"),
 		"{queue}", ident("weir_queue"),
 		"{leader}", ident("weir_leader"),
+		"{periodic}", ident("weir_periodic"),
 		"{migration}", ident("weir_migration"),
 		"{seq}", ident("weir_job_id_seq"),
 		"{state_bit}", ident("weir_state_bit"),

@@ -29,6 +29,30 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 	return collectJobs(r, "claim jobs")
 }
 
+func (e *executor) JobClaimID(ctx context.Context, p *weirdriver.JobClaimIDParams) (_ *weirtype.JobRow, _ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckClaimID(p); err != nil {
+		return nil, false, fmt.Errorf("claim job %d: %w", p.ID, err)
+	}
+	r, err := e.db.Query(ctx, e.q.jobClaimID, p.ID, p.LeaseDuration.Microseconds(), p.ClientID)
+	if err != nil {
+		return nil, false, fmt.Errorf("claim job %d: %w", p.ID, err)
+	}
+	jobs, err := collectJobs(r, "claim job")
+	r.Close()
+	if err != nil {
+		return nil, false, err
+	}
+	if len(jobs) == 1 {
+		return jobs[0], true, nil
+	}
+	job, err := e.JobGet(ctx, p.ID)
+	if err != nil {
+		return nil, false, fmt.Errorf("claim job %d: %w", p.ID, err)
+	}
+	return job, false, nil
+}
+
 func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFinalizeParams) (_ []bool, err error) {
 	defer func() { err = schemaErr(err) }()
 	if len(params) == 0 {

@@ -70,6 +70,7 @@ LATERAL (SELECT CASE
 		args      []any
 	}{
 		{"claim", q.jobClaim, []string{"weir_job_available_idx"}, []any{"q3", 10, int64(60e6), "c"}},
+		{"claim one", q.jobClaimID, []string{"weir_job_pkey"}, []any{running[0], int64(60e6), "c"}},
 		{"finalize", q.jobFinalize, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, outcomes,
 			nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), q.insertChannel}},
 		{"complete", q.jobComplete, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens}},

@@ -43,6 +43,19 @@ claimed AS (
 )
 SELECT {cols} FROM claimed ORDER BY priority, scheduled_at, id`
 
+// jobClaimIDSQL leases job $1 for $2 µs to client $3 as jobClaimSQL does, if it
+// is scheduled, available or retryable.
+const jobClaimIDSQL = `
+UPDATE {job} j SET
+	state = 'running',
+	attempt = j.attempt + 1,
+	lease_token = j.lease_token + 1,
+	lease_expires_at = now() + $2::bigint * interval '1 microsecond',
+	attempted_at = now(),
+	attempted_by = $3
+WHERE j.id = $1 AND j.state IN ('scheduled', 'available', 'retryable')
+RETURNING {cols}`
+
 // jobFinalizeSQL writes a batch of outcomes: one fenced compare-and-set per
 // input row, then one notification per queue that got available jobs back.
 // $1..$8 are parallel arrays (id, lease token, outcome, scheduled at, and the
@@ -249,6 +262,7 @@ const leaderGetSQL = `SELECT leader_id, expires_at FROM {leader} WHERE name = $1
 // runtimeQueries are the worker runtime's statements, with the schema filled in.
 type runtimeQueries struct {
 	jobClaim       string
+	jobClaimID     string
 	jobFinalize    string
 	jobComplete    string
 	jobCompleteOne string
@@ -266,6 +280,7 @@ type runtimeQueries struct {
 func newRuntimeQueries(fill func(string) string) runtimeQueries {
 	return runtimeQueries{
 		jobClaim:       fill(jobClaimSQL),
+		jobClaimID:     fill(jobClaimIDSQL),
 		jobFinalize:    fill(jobFinalizeSQL),
 		jobComplete:    fill(jobCompleteSQL),
 		jobCompleteOne: fill(jobCompleteOneSQL),

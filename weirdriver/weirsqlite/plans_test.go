@@ -46,6 +46,7 @@ FROM s`); err != nil {
 	}{
 		// In claim order from the queue's first entry: no sort.
 		{"claim", jobClaim, "weir_job_available_idx (queue=?)", []any{"q3", 10, 1, 1, "c"}},
+		{"claim one", jobClaimID, "INTEGER PRIMARY KEY", []any{1, 1, 1, "c"}},
 		{"finalize", jobFinalize, "INTEGER PRIMARY KEY", []any{1, 1, "completed", 1, 1, nil, nil, nil, nil}},
 		{"renew", jobRenew, "INTEGER PRIMARY KEY", []any{1, 1, 1}},
 		{"rescue", jobRescue, "weir_job_running_idx", []any{100, 1, "t", "lost"}},

@@ -122,6 +122,18 @@ WHERE id IN (
 	LIMIT ?2)
 RETURNING {cols}`)
 
+	// Claim one job, as jobClaim does, if it is scheduled, available or
+	// retryable. ?1 id, ?2 now, ?3 lease µs, ?4 client id.
+	jobClaimID = fill(`UPDATE weir_job SET
+	state = 'running',
+	attempt = attempt + 1,
+	lease_token = lease_token + 1,
+	lease_expires_at = ?2 + ?3,
+	attempted_at = ?2,
+	attempted_by = ?4
+WHERE id = ?1 AND state IN ('scheduled', 'available', 'retryable')
+RETURNING {cols}`)
+
 	// Finalize one outcome, fenced on (id, lease token, running). ?1 id, ?2 token,
 	// ?3 outcome, ?4 due time (µs), ?5 now; the error entry: ?6 attempt (NULL:
 	// the job's), ?7 time (text), ?8 message (NULL: none), ?9 trace (NULL: none).

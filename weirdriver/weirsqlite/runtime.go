@@ -47,6 +47,33 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 	return jobs, nil
 }
 
+func (e *executor) JobClaimID(ctx context.Context, p *weirdriver.JobClaimIDParams) (_ *weirtype.JobRow, _ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckClaimID(p); err != nil {
+		return nil, false, fmt.Errorf("claim job %d: %w", p.ID, err)
+	}
+	var jobs []*weirtype.JobRow
+	err = e.write(ctx, func(w *write) error {
+		rows, err := w.q.QueryContext(ctx, jobClaimID, p.ID, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
+		if err != nil {
+			return err
+		}
+		jobs, err = collectJobs(rows)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("claim job %d: %w", p.ID, err)
+	}
+	if len(jobs) == 1 {
+		return jobs[0], true, nil
+	}
+	job, err := e.JobGet(ctx, p.ID)
+	if err != nil {
+		return nil, false, fmt.Errorf("claim job %d: %w", p.ID, err)
+	}
+	return job, false, nil
+}
+
 func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFinalizeParams) (_ []bool, err error) {
 	defer func() { err = schemaErr(err) }()
 	if len(params) == 0 {

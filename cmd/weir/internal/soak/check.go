@@ -158,6 +158,8 @@ type soakData struct {
 	Promotions []promotion
 	Workers    []workerRun
 	Faults     []faultEvent
+	// PeriodicSlots are the slots of the periodic workload's jobs, one per job.
+	PeriodicSlots []time.Time
 }
 
 // The causes of a duplicate execution: a job run again after an execution
@@ -195,7 +197,7 @@ var dupCauses = []struct {
 
 // violation is one breach of the contract.
 type violation struct {
-	Guarantee string // G1, G2, G3, G4, G9, or RUN for the soak's own sanity
+	Guarantee string // G1, G2, G3, G4, G9, G10, or RUN for the soak's own sanity
 	Msg       string
 }
 
@@ -204,6 +206,7 @@ type soakReport struct {
 	Inserted, Jobs, Executions  int
 	States                      map[string]int
 	Restarts, Kills, PGRestarts int
+	LeaderKills                 int // kills of the maintenance leader
 	Pauses                      int
 	ConnKills, BackendsKilled   int
 	GracefulStops               int
@@ -228,7 +231,11 @@ type soakReport struct {
 	G9Checked         int
 	G9Faulted         int
 	WorstRerunFaulted time.Duration
-	Violations        []violation
+	// PeriodicSlots counts the periodic workload's jobs, from PeriodicFirst to
+	// PeriodicLast.
+	PeriodicSlots               int
+	PeriodicFirst, PeriodicLast time.Time
+	Violations                  []violation
 }
 
 // byGuarantee counts the violations of g.
@@ -289,7 +296,30 @@ func checkSoak(d *soakData) *soakReport {
 	c.checkDuplicates()
 	c.checkG9()
 	c.checkStops()
+	c.checkPeriodic()
 	return c.r
+}
+
+// checkPeriodic checks that the every-second periodic job fired each slot
+// from its first to its last exactly once (G10): it catches up every missed
+// slot, so a gap is a slot weir lost, and a repeat a slot it fired twice.
+func (c *checker) checkPeriodic() {
+	slots := slices.SortedFunc(slices.Values(c.d.PeriodicSlots), time.Time.Compare)
+	c.r.PeriodicSlots = len(slots)
+	if len(slots) == 0 {
+		c.violate("G10", "no periodic slot fired")
+		return
+	}
+	c.r.PeriodicFirst, c.r.PeriodicLast = slots[0], slots[len(slots)-1]
+	for i := 1; i < len(slots); i++ {
+		switch d := slots[i].Sub(slots[i-1]); {
+		case d == 0:
+			c.violate("G10", "periodic slot %s fired twice", slots[i].Format(time.RFC3339))
+		case d != time.Second:
+			c.violate("G10", "periodic slots from %s to %s never fired", slots[i-1].Add(time.Second).Format(time.RFC3339),
+				slots[i].Add(-time.Second).Format(time.RFC3339))
+		}
+	}
 }
 
 type checker struct {
@@ -365,6 +395,9 @@ func (c *checker) index() {
 			r.Restarts++
 		case faultKill:
 			r.Kills++
+			if f.Detail == "leader" {
+				r.LeaderKills++
+			}
 		case faultPause:
 			r.Pauses++
 		case faultConnKill:

@@ -37,11 +37,16 @@ func cleanSoak() *soakData {
 		},
 		Faults: []faultEvent{
 			{Kind: faultRestart, Worker: "w1.1", At: at(10)},
-			{Kind: faultKill, Worker: "w2.1", At: at(20)},
+			{Kind: faultKill, Worker: "w2.1", At: at(20), Detail: "leader"},
 			{Kind: faultConnKill, At: at(26), Detail: "12"},
 			{Kind: faultPause, Worker: "w2.2", At: at(30), Until: at(35)},
 		},
 		Inserted: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9},
+	}
+	// The periodic workload fired every second from 1 to 39, across the
+	// restart and the kill, each slot once (in no particular order).
+	for sec := 39; sec >= 1; sec-- {
+		d.PeriodicSlots = append(d.PeriodicSlots, at(float64(sec)))
 	}
 	exec := func(job, token int64, worker, mode string, start, end float64, result string) {
 		x := auditExec{ID: int64(len(d.Execs) + 1), JobID: job, Token: token, Attempt: int(token), Worker: worker,
@@ -115,9 +120,10 @@ func TestSoakCheckClean(t *testing.T) {
 		t.Errorf("clean log: %s: %s", v.Guarantee, v.Msg)
 	}
 	want := soakReport{
-		Inserted: 9, Jobs: 9, Executions: 15, Restarts: 1, Kills: 1, Pauses: 1, ConnKills: 1, BackendsKilled: 12,
+		Inserted: 9, Jobs: 9, Executions: 15, Restarts: 1, Kills: 1, LeaderKills: 1, Pauses: 1, ConnKills: 1, BackendsKilled: 12,
 		GracefulStops: 3, Retries: 1, Releases: 1, Returns: 1, Rescues: 5, StaleRejected: 1, Overlaps: 1,
 		WorstStop: 3 * time.Second, WorstExit: 3010 * time.Millisecond, WorstRerun: 3350 * time.Millisecond, G9Checked: 2,
+		PeriodicSlots: 39, PeriodicFirst: at(1), PeriodicLast: at(39),
 	}
 	got := *r
 	got.States, got.Duplicates, got.Violations = nil, nil, nil
@@ -174,6 +180,12 @@ func TestSoakCheckViolations(t *testing.T) {
 		guarantee string
 		contains  string
 	}{
+		{"periodic slot twice", func(d *soakData) { d.PeriodicSlots = append(d.PeriodicSlots, at(20)) }, "G10",
+			"periodic slot 2026-03-01T12:00:20Z fired twice"},
+		{"periodic slots missing", func(d *soakData) {
+			d.PeriodicSlots = slices.DeleteFunc(d.PeriodicSlots, func(s time.Time) bool { return s.After(at(20)) && s.Before(at(23)) })
+		}, "G10", "periodic slots from 2026-03-01T12:00:21Z to 2026-03-01T12:00:22Z never fired"},
+		{"no periodic slot", func(d *soakData) { d.PeriodicSlots = nil }, "G10", "no periodic slot fired"},
 		{"job gone", func(d *soakData) {
 			d.Jobs = slices.DeleteFunc(d.Jobs, func(j finalJob) bool { return j.ID == 1 })
 		}, "G1", "job 1 was inserted and is gone"},

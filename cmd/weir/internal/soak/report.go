@@ -38,7 +38,7 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("executions", r.Executions)
 	row("graceful restarts", r.Restarts)
 	row("graceful stops, final ones included", r.GracefulStops)
-	row("kills (SIGKILL)", r.Kills)
+	row("kills (SIGKILL)", fmt.Sprintf("%d (%d of the maintenance leader)", r.Kills, r.LeaderKills))
 	row("pauses (SIGSTOP)", r.Pauses)
 	row("connection kills", fmt.Sprintf("%d (%d backends)", r.ConnKills, r.BackendsKilled))
 	row("PostgreSQL restarts", r.PGRestarts)
@@ -70,6 +70,8 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("stale writes rejected (reported at stops)", r.StaleRejected)
 	row("worst stop / budget", fmt.Sprintf("%s / %s (+100ms allowed)", r.WorstStop.Round(time.Millisecond), budget))
 	row("worst SIGTERM to exit", r.WorstExit.Round(time.Millisecond))
+	row("periodic slots fired (every second)", fmt.Sprintf("%d, %s to %s", r.PeriodicSlots,
+		r.PeriodicFirst.Format(time.TimeOnly), r.PeriodicLast.Format(time.TimeOnly)))
 	row("worst kill to runnable again (G9)", fmt.Sprintf("%s over %d jobs", r.WorstRerun.Round(time.Millisecond), r.G9Checked))
 	row("  the same with a database fault or a pause in between (not bounded)", fmt.Sprintf("%s over %d jobs",
 		r.WorstRerunFaulted.Round(time.Millisecond), r.G9Faulted))
@@ -84,6 +86,7 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 		{"G3", "no outcome written by a stale lease"},
 		{"G4", "every stop within budget + 100ms"},
 		{"G9", "duplicates only after a kill, within lease + rescue"},
+		{"G10", "each periodic slot fired once, none missing"},
 		{"RUN", "no worker died on its own"},
 	} {
 		result := "ok"

@@ -247,6 +247,7 @@ type soakRun struct {
 	startFailures int
 	pgRestarts    int
 	skipped       map[string]int // faults skipped for want of a victim
+	kills         int            // kill faults begun; every other one targets the leader
 	wg            sync.WaitGroup // the goroutines of the processes and the schedule
 }
 
@@ -595,8 +596,9 @@ func (s *soakRun) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// victim picks a random ready worker that was told nothing yet, or nil.
-func (s *soakRun) victim(rng *rand.Rand) *workerProc {
+// victim picks a ready worker that was told nothing yet, or nil: the one
+// named prefer if it is one, otherwise a random one.
+func (s *soakRun) victim(rng *rand.Rand, prefer string) *workerProc {
 	var ok []*workerProc
 	for _, p := range s.slots {
 		if p != nil && p.isReady && !p.stopping && !p.killed && !p.paused {
@@ -610,7 +612,23 @@ func (s *soakRun) victim(rng *rand.Rand) *workerProc {
 	if len(ok) == 0 {
 		return nil
 	}
+	for _, p := range ok {
+		if prefer != "" && p.name == prefer {
+			return p
+		}
+	}
 	return ok[rng.IntN(len(ok))]
+}
+
+// leader returns the name of the worker that leads maintenance (and fires the
+// periodic workload), or "" when none does or the database does not answer.
+func (s *soakRun) leader(ctx context.Context) string {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var name string
+	_ = s.pool.QueryRow(qctx, "SELECT leader_id FROM "+pgx.Identifier{s.cfg.Schema, "weir_leader"}.Sanitize()+
+		" WHERE name = 'maintenance' AND expires_at > now()").Scan(&name)
+	return name
 }
 
 // takeVictim picks a victim for a fault of kind and marks it with mark,
@@ -619,11 +637,17 @@ func (s *soakRun) victim(rng *rand.Rand) *workerProc {
 // not at all; if ctx ends first, it counts the fault as skipped and returns
 // nil.
 func (s *soakRun) takeVictim(ctx context.Context, kind string, rng *rand.Rand, mark func(*workerProc)) *workerProc {
+	return s.takeVictimPreferring(ctx, kind, rng, "", mark)
+}
+
+// takeVictimPreferring is takeVictim, choosing the worker named prefer when it
+// is ready.
+func (s *soakRun) takeVictimPreferring(ctx context.Context, kind string, rng *rand.Rand, prefer string, mark func(*workerProc)) *workerProc {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		s.mu.Lock()
-		if p := s.victim(rng); p != nil {
+		if p := s.victim(rng, prefer); p != nil {
 			mark(p)
 			s.mu.Unlock()
 			return p
@@ -684,14 +708,30 @@ func (s *soakRun) schedule(ctx context.Context, wg *sync.WaitGroup) {
 func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 	switch kind {
 	case faultRestart, faultKill:
-		p := s.takeVictim(ctx, kind, rng, func(p *workerProc) {
+		// Every other kill is the leader's, if one leads: its death hands
+		// over maintenance and the periodic workload mid-flight.
+		var prefer string
+		if kind == faultKill {
+			s.mu.Lock()
+			s.kills++
+			odd := s.kills%2 == 1
+			s.mu.Unlock()
+			if odd {
+				prefer = s.leader(ctx)
+			}
+		}
+		p := s.takeVictimPreferring(ctx, kind, rng, prefer, func(p *workerProc) {
 			now := time.Now()
 			if kind == faultRestart {
 				p.stopping, p.sigtermAt = true, now
 			} else {
 				p.killed, p.killedAt = true, now
 			}
-			s.faults = append(s.faults, faultEvent{Kind: kind, Worker: p.name, At: now})
+			f := faultEvent{Kind: kind, Worker: p.name, At: now}
+			if prefer != "" && p.name == prefer {
+				f.Detail = "leader"
+			}
+			s.faults = append(s.faults, f)
 		})
 		if p == nil {
 			return
@@ -847,7 +887,8 @@ func (s *soakRun) printProgress(ctx context.Context, phase string) {
 	defer cancel()
 	var final, pending, execs int64
 	err := s.pool.QueryRow(qctx, "SELECT count(*) FILTER (WHERE finalized_at IS NOT NULL), count(*) FILTER (WHERE finalized_at IS NULL), (SELECT count(*) FROM "+
-		pgx.Identifier{s.cfg.Schema, "soak_exec"}.Sanitize()+") FROM "+pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()).Scan(&final, &pending, &execs)
+		pgx.Identifier{s.cfg.Schema, "soak_exec"}.Sanitize()+") FROM "+pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()+
+		" WHERE queue = '"+soakQueue+"'").Scan(&final, &pending, &execs)
 	s.mu.Lock()
 	counts := map[string]int{}
 	for _, f := range s.faults {
@@ -880,7 +921,7 @@ func (s *soakRun) drain(ctx context.Context) error {
 	for {
 		var pending int
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := s.pool.QueryRow(qctx, "SELECT count(*) FROM "+job+" WHERE finalized_at IS NULL").Scan(&pending)
+		err := s.pool.QueryRow(qctx, "SELECT count(*) FROM "+job+" WHERE finalized_at IS NULL AND queue = '"+soakQueue+"'").Scan(&pending)
 		cancel()
 		if err == nil && pending == 0 {
 			s.printProgress(ctx, "drained:")
@@ -965,11 +1006,22 @@ func (s *soakRun) collect(ctx context.Context) (*soakData, error) {
 	}}
 	table := func(name string) string { return pgx.Identifier{cfg.Schema, name}.Sanitize() }
 	var err error
-	d.Jobs, err = queryRows(ctx, s.pool, "SELECT id, state, lease_token, coalesce(attempted_by, ''), attempt FROM "+table("weir_job"),
+	d.Jobs, err = queryRows(ctx, s.pool, "SELECT id, state, lease_token, coalesce(attempted_by, ''), attempt FROM "+table("weir_job")+
+		" WHERE queue = '"+soakQueue+"'",
 		func(r pgx.CollectableRow) (finalJob, error) {
 			var j finalJob
 			err := r.Scan(&j.ID, &j.State, &j.Token, &j.AttemptedBy, &j.Attempt)
 			return j, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	d.PeriodicSlots, err = queryRows(ctx, s.pool, "SELECT (metadata->>'weir.slot')::timestamptz FROM "+table("weir_job")+
+		" WHERE queue = '"+soakPeriodicQueue+"' AND metadata->>'weir.periodic' = '"+soakPeriodicName+"'",
+		func(r pgx.CollectableRow) (time.Time, error) {
+			var at time.Time
+			err := r.Scan(&at)
+			return at, err
 		})
 	if err != nil {
 		return nil, err

@@ -37,6 +37,27 @@ import (
 // soakQueue is the queue the soak's jobs go to.
 const soakQueue = "soak"
 
+// The periodic workload: every worker declares the same schedule, which fires
+// every second into a queue nobody works; the checks read its jobs' slots.
+const (
+	soakPeriodicName  = "soak.tick"
+	soakPeriodicQueue = "soak-periodic"
+)
+
+// soakTickArgs are the periodic job's arguments.
+type soakTickArgs struct{}
+
+func (soakTickArgs) Kind() string { return "weir.soak.tick" }
+
+// soakPeriodic is the periodic job every worker declares. It catches up every
+// missed slot, so that a slot is missing only if weir lost it.
+var soakPeriodic = weir.PeriodicJob{
+	Name: soakPeriodicName, Schedule: "* * * * * *", CatchUp: 1000,
+	Args: func() (weir.JobArgs, *weir.InsertOpts) {
+		return soakTickArgs{}, &weir.InsertOpts{Queue: soakPeriodicQueue}
+	},
+}
+
 // The probe's modes: what a probe job does when it runs.
 const (
 	modeOK       = "ok"       // sleeps ms, honouring its context, and succeeds
@@ -298,6 +319,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout, s
 		ID:                 cfg.Name,
 		Workers:            workers,
 		Queues:             map[string]weir.QueueConfig{soakQueue: {MaxWorkers: cfg.Concurrency}},
+		PeriodicJobs:       []weir.PeriodicJob{soakPeriodic},
 		Logger:             slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		LeaseDuration:      cfg.Lease,
 		HeartbeatInterval:  cfg.Heartbeat,

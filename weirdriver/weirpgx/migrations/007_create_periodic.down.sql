@@ -1,0 +1,1 @@
+DROP TABLE weir_periodic;

@@ -3,7 +3,6 @@ package weir_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/weirdriver"
-	"github.com/weirq/weir/weirdriver/weirsqlite"
-	"github.com/weirq/weir/weirmigrate"
 )
 
 // inlineRun records what an inline client's handler did.
@@ -66,15 +63,7 @@ func (otherArgs) Kind() string { return "other" }
 // before anything is written.
 func TestInlineClient(t *testing.T) {
 	t.Parallel()
-	lite, err := weirsqlite.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lite.Close() })
-	if _, err := weirmigrate.New(lite).Up(testCtx(t), nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []weirdriver.Driver{setup(t, nil).driver, lite} {
+	for _, d := range bothStores(t) {
 		t.Run(d.Name(), func(t *testing.T) {
 			ctx := testCtx(t)
 			run := &inlineRun{}

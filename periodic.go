@@ -138,10 +138,13 @@ func (c *Client) runPeriodic(ctx context.Context, exec weirdriver.Executor, logg
 			}
 			if row.Spec != e.job.Schedule || row.TimeZone != e.zone {
 				// Another leader registered its own version meanwhile.
-				if err := c.registerPeriodic(ctx, exec); err != nil && ctx.Err() == nil {
-					logger.Warn("weir: periodic jobs: register", slog.Any("error", err))
-				}
 				sleep = 0
+				if err := c.registerPeriodic(ctx, exec); err != nil {
+					if ctx.Err() == nil {
+						logger.Warn("weir: periodic jobs: register", slog.Any("error", err))
+					}
+					sleep = wait
+				}
 				break
 			}
 			until := time.Until(row.NextRunAt.Add(-skew))

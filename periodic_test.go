@@ -88,7 +88,7 @@ func checkEverySecond(t *testing.T, slots []time.Time) {
 // every slot from the first to the last has exactly one job, on each store.
 func TestPeriodicExactlyOnceAcrossLeaders(t *testing.T) {
 	t.Parallel()
-	for _, d := range periodicStores(t) {
+	for _, d := range bothStores(t) {
 		t.Run(d.Name(), func(t *testing.T) {
 			t.Parallel()
 			clients := make([]*weir.Client, 3)
@@ -139,8 +139,8 @@ func TestPeriodicExactlyOnceAcrossLeaders(t *testing.T) {
 	}
 }
 
-// periodicStores returns a migrated PostgreSQL schema and SQLite file.
-func periodicStores(t *testing.T) []weirdriver.Driver {
+// bothStores returns a migrated PostgreSQL schema and SQLite file.
+func bothStores(t *testing.T) []weirdriver.Driver {
 	t.Helper()
 	lite, err := weirsqlite.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
 	if err != nil {
@@ -351,4 +351,30 @@ func TestPeriodicOnTime(t *testing.T) {
 	checkEverySecond(t, slots)
 	slices.Sort(late)
 	t.Logf("default settings: %d slots inserted after their slot by median %v, worst %v", len(late), late[len(late)/2], late[len(late)-1])
+}
+
+// TestPeriodicLeaderDeclarationWins: when another client registers its own
+// version of a schedule while this one leads (a deposed leader's late
+// registration), the leader registers its version again and fires that.
+func TestPeriodicLeaderDeclarationWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	job := everySecond("versioned")
+	b.start(t, periodicConfig(nil, job))
+	ex := b.driver.Executor()
+	waitFor(t, 20*time.Second, "a slot", func() bool {
+		slots, _ := slotsOf(t, b.driver, "versioned")
+		return len(slots) > 0
+	})
+	if err := ex.PeriodicRegister(testCtx(t), "deposed", []*weirdriver.PeriodicRegisterParams{
+		{Name: "versioned", Spec: "@yearly", TimeZone: "UTC", NextRunAt: time.Now().AddDate(1, 0, 0)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := slotsOf(t, b.driver, "versioned")
+	waitFor(t, 20*time.Second, "the leader's version back, and firing", func() bool {
+		rows, err := ex.PeriodicList(testCtx(t))
+		slots, _ := slotsOf(t, b.driver, "versioned")
+		return err == nil && len(rows) == 1 && rows[0].Spec == job.Schedule && rows[0].DeclaredBy != "deposed" && len(slots) > len(before)+1
+	})
 }

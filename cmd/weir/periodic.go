@@ -75,14 +75,9 @@ func runPeriodic(ctx context.Context, e *env, args []string) error {
 	if err := o.db.resolve(e, fs); err != nil {
 		return err
 	}
-	var name string
-	switch {
-	case action == "list" && len(positional) > 0:
-		return usagef("%s: unexpected argument %q (run `%s -h`)", cmdName(fs), positional[0], fs.Name())
-	case action != "list" && len(positional) != 1:
-		return usagef("%s: want one periodic job name, got %d arguments (run `%s -h`)", cmdName(fs), len(positional), fs.Name())
-	case action != "list":
-		name = positional[0]
+	name, err := nameArg(fs, action, positional, "periodic job name")
+	if err != nil {
+		return err
 	}
 	client, closeDB, err := openClient(ctx, &o.db)
 	if err != nil {

@@ -79,14 +79,9 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 	if err := o.db.resolve(e, fs); err != nil {
 		return err
 	}
-	var name string
-	switch {
-	case action == "list" && len(positional) > 0:
-		return usagef("%s: unexpected argument %q (run `%s -h`)", cmdName(fs), positional[0], fs.Name())
-	case action != "list" && len(positional) != 1:
-		return usagef("%s: want one queue name, got %d arguments (run `%s -h`)", cmdName(fs), len(positional), fs.Name())
-	case action != "list":
-		name = positional[0]
+	name, err := nameArg(fs, action, positional, "queue name")
+	if err != nil {
+		return err
 	}
 
 	client, closeDB, err := openClient(ctx, &o.db)
@@ -188,4 +183,18 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// nameArg checks the positional arguments of an action of a group whose list
+// takes none and whose other actions take one name, and returns that name.
+func nameArg(fs *flag.FlagSet, action string, positional []string, what string) (string, error) {
+	switch {
+	case action == "list" && len(positional) > 0:
+		return "", usagef("%s: unexpected argument %q (run `%s -h`)", cmdName(fs), positional[0], fs.Name())
+	case action != "list" && len(positional) != 1:
+		return "", usagef("%s: want one %s, got %d arguments (run `%s -h`)", cmdName(fs), what, len(positional), fs.Name())
+	case action != "list":
+		return positional[0], nil
+	}
+	return "", nil
 }

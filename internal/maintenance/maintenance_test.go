@@ -158,6 +158,24 @@ func awaitCond(t *testing.T, what string, svcs []*maintenance.Service, cond func
 	}
 }
 
+// awaitStopped waits until s no longer leads and returns the latest moment,
+// taken just before a look, at which it still did: its local deadline was
+// later. Unlike the moment the wait ends, which a loaded machine delays, it
+// bounds the deadline from below whatever the scheduling.
+func awaitStopped(t *testing.T, what string, svcs []*maintenance.Service, s *maintenance.Service) time.Time {
+	t.Helper()
+	var led time.Time
+	awaitCond(t, what, svcs, func() bool {
+		before := time.Now()
+		if s.IsLeader() {
+			led = before
+			return false
+		}
+		return true
+	})
+	return led
+}
+
 // observe checks every millisecond for d that no two of svcs lead at once, and
 // returns how many times it looked.
 func observe(t *testing.T, svcs []*maintenance.Service, d time.Duration) int {
@@ -341,12 +359,12 @@ func TestFailover(t *testing.T) {
 	// resign. It must stop leading before its term can expire in the store, and
 	// the survivor takes over once it has.
 	pools[second].Close()
-	stopped := awaitCond(t, "end of the cut-off leader's term", svcs, func() bool { return !svcs[second].IsLeader() })
+	led := awaitStopped(t, "end of the cut-off leader's term", svcs, svcs[second])
 	renewed := recs[second].lastElected()
-	if !stopped.Before(renewed.Add(leaderTTL)) {
-		t.Fatalf("cut-off leader stopped %v after its last renewal was sent, not before the TTL %v", stopped.Sub(renewed), leaderTTL)
+	if !led.Before(renewed.Add(leaderTTL)) {
+		t.Fatalf("cut-off leader still led %v after its last renewal was sent, not only before the TTL %v", led.Sub(renewed), leaderTTL)
 	}
-	t.Logf("cut-off leader stopped %v after its last renewal was sent", stopped.Sub(renewed))
+	t.Logf("cut-off leader last seen leading %v after its last renewal was sent", led.Sub(renewed))
 	third := awaitLeader(t, svcs)
 	if third == first || third == second {
 		t.Fatalf("leader %d, want the survivor", third)
@@ -374,13 +392,13 @@ func TestStuckElectorStopsAtLocalDeadline(t *testing.T) {
 	rec.stuck.Store(true)
 	other := start(t, b.exec, config(t, "other"))
 	svcs = append(svcs, other)
-	stopped := awaitCond(t, "end of the stuck leader's term", svcs, func() bool { return !stuck.IsLeader() })
+	led := awaitStopped(t, "end of the stuck leader's term", svcs, stuck)
 	renewed := rec.lastElected()
 	localDeadline := renewed.Add(leaderTTL - electInterval)
-	if !stopped.Before(renewed.Add(leaderTTL)) {
-		t.Fatalf("stuck leader stopped %v after its last renewal was sent, not before the TTL %v", stopped.Sub(renewed), leaderTTL)
+	if !led.Before(renewed.Add(leaderTTL)) {
+		t.Fatalf("stuck leader still led %v after its last renewal was sent, not only before the TTL %v", led.Sub(renewed), leaderTTL)
 	}
-	t.Logf("stuck leader stopped %v after its last renewal was sent", stopped.Sub(renewed))
+	t.Logf("stuck leader last seen leading %v after its last renewal was sent", led.Sub(renewed))
 	awaitCond(t, "takeover", svcs, other.IsLeader)
 	// The slack covers the moment between the service's look at its deadline and
 	// the recorder's look at the clock.
@@ -585,11 +603,22 @@ func TestRescueBatchesShrinkWhenTooSlow(t *testing.T) {
 	awaitCond(t, "rescue of the backlog", nil, func() bool { return s.Stats().Rescued == 300 })
 	slow.mu.Lock()
 	defer slow.mu.Unlock()
-	// 1000, 500, 250 and 125 run out of time; 62 fits, and a full batch doubles
-	// the next, which runs out again.
-	if want := []int{1000, 500, 250, 125, 62}; len(slow.limits) < len(want) || !slices.Equal(slow.limits[:len(want)], want) {
-		t.Fatalf("rescue limits %v, want them to start %v", slow.limits, want)
+	// 1000, 500, 250 and 125 run out of time, each halving the next; 62 fits,
+	// and a full batch doubles the next, which runs out again. (On a loaded
+	// machine a batch may also be cut before it sends its rescue: then a limit
+	// is missing from the list, which still halves on.)
+	if len(slow.limits) == 0 || slow.limits[0] > 1000 {
+		t.Fatalf("rescue limits %v, want them to start at most at 1000", slow.limits)
 	}
+	for i, l := range slow.limits {
+		if l <= slow.most {
+			return
+		}
+		if i > 0 && l > slow.limits[i-1]/2 {
+			t.Fatalf("rescue limits %v: %d after %d, which ran out of time", slow.limits, l, slow.limits[i-1])
+		}
+	}
+	t.Fatalf("rescue limits %v never came down to %d", slow.limits, slow.most)
 }
 
 func TestSchedule(t *testing.T) {

@@ -531,6 +531,8 @@ func (c *Client) write(ctx context.Context, exec weirdriver.Inserter, jobs []*In
 		}
 		if in.periodicKey != nil {
 			ip.UniqueKey, ip.UniqueStates, ip.UniqueByArgs, ip.CanonicalArgs = in.periodicKey, weirtype.JobStates(), false, nil
+			// A slot fires once: its key is never replaced.
+			ip.UniqueArgsKeys, ip.UniqueOnConflict = nil, weirdriver.UniqueOnConflictSkip
 		}
 		all[i] = ip
 		if ip.UniqueKey != nil {

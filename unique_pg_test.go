@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/weirq/weir"
 )
 
@@ -133,5 +135,39 @@ func TestUniqueReplaceNotifies(t *testing.T) {
 	}
 	if got := notes.next(t); got != "dq" {
 		t.Fatalf("pool debounce: notification %q, want dq", got)
+	}
+}
+
+// TestUniqueReplaceSQLTx checks replace and debounce through a database/sql
+// transaction, whose statement reads the replaced flag as pgx's does.
+func TestUniqueReplaceSQLTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	db := stdlib.OpenDBFromPool(b.pool)
+	t.Cleanup(func() { db.Close() })
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	later := time.Now().Add(time.Hour)
+	var results []*weir.InsertResult
+	for _, mode := range []weir.UniqueConflict{weir.UniqueSkip, weir.UniqueSkip, weir.UniqueReplace, weir.UniqueDebounce} {
+		r, err := b.client.InsertSQLTx(ctx, tx, syncArgs{Account: "s", Note: string(mode)},
+			&weir.InsertOpts{ScheduledAt: later, Unique: weir.UniqueOpts{ByArgs: true, OnConflict: mode}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, r)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r := results; r[0].Duplicate || !r[1].Duplicate || r[1].Replaced || !r[2].Replaced || !r[3].Replaced || r[3].Job.State != weir.JobStateScheduled {
+		t.Fatalf("results: %+v %+v %+v %+v", r[0], r[1], r[2], r[3])
+	}
+	if j := b.job(t, results[0].Job.ID); !strings.Contains(string(j.Args), "debounce") {
+		t.Fatalf("job args %s", j.Args)
 	}
 }

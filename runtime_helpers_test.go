@@ -27,7 +27,10 @@ func probeWorkers(f probeFunc) *weir.Workers {
 	return w
 }
 
-// fastConfig is a runtime config with short intervals, for tests.
+// fastConfig is a runtime config with short intervals, for tests. The rescue
+// interval, which is also the election interval, leaves each maintenance
+// batch 500 ms: at 100 ms, a machine loaded by the whole suite under the race
+// detector failed elections and batches one after another.
 func fastConfig(workers *weir.Workers, queues map[string]weir.QueueConfig) *weir.Config {
 	if queues == nil {
 		queues = map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 10}}
@@ -37,7 +40,7 @@ func fastConfig(workers *weir.Workers, queues map[string]weir.QueueConfig) *weir
 		Queues:            queues,
 		HeartbeatInterval: 100 * time.Millisecond,
 		LeaseDuration:     time.Second,
-		RescueInterval:    100 * time.Millisecond,
+		RescueInterval:    250 * time.Millisecond,
 		FetchPollInterval: 100 * time.Millisecond,
 	}
 }

@@ -333,6 +333,10 @@ type InsertResult struct {
 	// Duplicate is true when the job was not inserted because a job with the same
 	// unique key exists; Job is that job.
 	Duplicate bool
+	// Replaced is true, with Duplicate, when the insert's UniqueOpts.OnConflict
+	// (UniqueReplace or UniqueDebounce) changed the existing job; Job is that job
+	// as changed. A duplicate that was running or final is never changed.
+	Replaced bool
 }
 
 // InsertManyParams is one job of an InsertMany call.
@@ -361,7 +365,7 @@ func (c *Client) wakeLocal(results []*InsertResult) {
 		return
 	}
 	for _, r := range results {
-		if r.Duplicate || r.Job.State != JobStateAvailable {
+		if r.Duplicate && !r.Replaced || r.Job.State != JobStateAvailable {
 			continue
 		}
 		if p := e.producers[r.Job.Queue]; p != nil {
@@ -453,6 +457,7 @@ func (c *Client) insertEncoded(ctx context.Context, exec weirdriver.Inserter, jo
 	// not its to change.
 	for _, j := range jobs {
 		j.Tags, j.Metadata, j.Unique.ByState = slices.Clone(j.Tags), slices.Clone(j.Metadata), slices.Clone(j.Unique.ByState)
+		j.Unique.ByArgsKeys = slices.Clone(j.Unique.ByArgsKeys)
 	}
 	h := chainInsert(c.config.InsertMiddleware, func(ctx context.Context, got []*InsertParams) ([]*InsertResult, error) {
 		if len(got) != len(jobs) {
@@ -526,6 +531,8 @@ func (c *Client) write(ctx context.Context, exec weirdriver.Inserter, jobs []*In
 		}
 		if in.periodicKey != nil {
 			ip.UniqueKey, ip.UniqueStates, ip.UniqueByArgs, ip.CanonicalArgs = in.periodicKey, weirtype.JobStates(), false, nil
+			// A slot fires once: its key is never replaced.
+			ip.UniqueArgsKeys, ip.UniqueOnConflict = nil, weirdriver.UniqueOnConflictSkip
 		}
 		all[i] = ip
 		if ip.UniqueKey != nil {
@@ -595,37 +602,80 @@ func (c *Client) insertStatement(ctx context.Context, exec weirdriver.Inserter, 
 }
 
 // insertStatementAt inserts all[idx...] with one statement. Jobs of the batch that
-// share a unique key are sent once; the later ones are duplicates of the first.
+// share a unique key are sent once, folded so that the batch ends as if they had
+// been inserted one after another (foldUnique).
 func (c *Client) insertStatementAt(ctx context.Context, exec weirdriver.Inserter, all []*weirdriver.JobInsertParams, idx []int, results []*InsertResult) error {
 	var (
 		send   []*weirdriver.JobInsertParams
-		from   []int // index into all for each sent job
-		firsts = map[string]int{}
-		dups   = map[int]int{} // index into all -> index into all of the job it repeats
+		groups [][]int            // per sent job, the indexes into all it stands for
+		byKey  = map[string]int{} // unique key -> index into send
 	)
 	for _, i := range idx {
 		if key := all[i].UniqueKey; key != nil {
 			k := string(key) + "\x00" + string(all[i].CanonicalArgs)
-			if first, ok := firsts[k]; ok {
-				dups[i] = first
+			if at, ok := byKey[k]; ok {
+				groups[at] = append(groups[at], i)
 				continue
 			}
-			firsts[k] = i
+			byKey[k] = len(send)
 		}
 		send = append(send, all[i])
-		from = append(from, i)
+		groups = append(groups, []int{i})
+	}
+	for at, group := range groups {
+		if len(group) > 1 {
+			send[at] = foldUnique(all, group)
+		}
 	}
 	res, err := exec.JobInsert(ctx, send)
 	if err != nil {
 		return err
 	}
-	for j, r := range res {
-		results[from[j]] = &InsertResult{Job: r.Job, Duplicate: r.Duplicate}
-	}
-	for i, first := range dups {
-		results[i] = &InsertResult{Job: results[first].Job, Duplicate: true}
+	for at, r := range res {
+		// The row is pending after the statement when it was inserted or
+		// replaced; each later job of its group then met it pending.
+		pending := !r.Duplicate || r.Replaced
+		for k, i := range groups[at] {
+			skip := all[i].UniqueOnConflict == weirdriver.UniqueOnConflictSkip
+			switch {
+			case k == 0 && !r.Duplicate:
+				results[i] = &InsertResult{Job: r.Job}
+			case pending && !skip:
+				results[i] = &InsertResult{Job: r.Job, Duplicate: true, Replaced: true}
+			default:
+				results[i] = &InsertResult{Job: r.Job, Duplicate: true}
+			}
+		}
 	}
 	return nil
+}
+
+// foldUnique returns the one job to send for jobs all[group...], which share a
+// unique key, such that the statement leaves the store as inserting them one
+// after another would: the first is inserted (or meets the holder), and each
+// later one meets that job pending. So the job sent is the first, carrying the
+// args, metadata, tags, priority and max attempts of the last one that replaces
+// (UniqueReplace or UniqueDebounce) and the scheduled time of the last one that
+// debounces, with the strongest mode among them. Queue, unique states and key
+// are the first's.
+func foldUnique(all []*weirdriver.JobInsertParams, group []int) *weirdriver.JobInsertParams {
+	folded := *all[group[0]]
+	for _, i := range group {
+		p := all[i]
+		switch p.UniqueOnConflict {
+		case weirdriver.UniqueOnConflictDebounce:
+			folded.ScheduledAt = p.ScheduledAt
+			folded.UniqueOnConflict = weirdriver.UniqueOnConflictDebounce
+			fallthrough
+		case weirdriver.UniqueOnConflictReplace:
+			folded.Args, folded.Metadata, folded.Tags = p.Args, p.Metadata, p.Tags
+			folded.Priority, folded.MaxAttempts = p.Priority, p.MaxAttempts
+			if folded.UniqueOnConflict == weirdriver.UniqueOnConflictSkip {
+				folded.UniqueOnConflict = weirdriver.UniqueOnConflictReplace
+			}
+		}
+	}
+	return &folded
 }
 
 // withSchemaCheck runs fn and, when it fails because the schema is missing or

@@ -316,3 +316,39 @@ func ExampleJobCompleteSQLTx() {
 	fmt.Println("welcomes recorded:", n, "stale writes:", client.Stats().StaleWrites)
 	// Output: welcomes recorded: 1 stale writes: 0
 }
+
+// SyncAccount is unique by its account alone: the tagged field is the key, the
+// reason is not.
+type SyncAccount struct {
+	Account string `json:"account" weir:"unique"`
+	Reason  string `json:"reason"`
+}
+
+func (SyncAccount) Kind() string { return "account.sync" }
+
+// A burst of changes to one account syncs it once, a while after the last
+// change, with the last change's args: each insert debounces the pending job.
+func ExampleUniqueDebounce() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+
+	client, err := weir.NewClient(driver, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, reason := range []string{"signup", "email changed", "plan changed"} {
+		res, err := client.Insert(ctx, SyncAccount{Account: "a1", Reason: reason}, &weir.InsertOpts{
+			ScheduledAt: time.Now().Add(30 * time.Second),
+			Unique:      weir.UniqueOpts{ByArgs: true, OnConflict: weir.UniqueDebounce},
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(res.Job.ID, res.Duplicate, res.Replaced, string(res.Job.Args))
+	}
+	// Output:
+	// 1 false false {"account":"a1","reason":"signup"}
+	// 1 true true {"account":"a1","reason":"email changed"}
+	// 1 true true {"account":"a1","reason":"plan changed"}
+}

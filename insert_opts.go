@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/weirq/weir/weirdriver"
 )
@@ -61,10 +63,53 @@ type UniqueOpts struct {
 	// scheduled, available, running and retryable, so that no state change can make
 	// two jobs collide. Default: every state but cancelled and discarded.
 	ByState []JobState
+	// ByArgsKeys names the top-level keys of the encoded args that the key
+	// includes, in place of all args: the key covers the JSON object made of
+	// those of them the args hold (a key the args lack is left out). Setting it
+	// implies ByArgs. With ByArgs and no ByArgsKeys, the fields of the args
+	// struct tagged `weir:"unique"` give the keys (their JSON names); an args
+	// type without such a field puts all its args in the key. At most 32 keys,
+	// each 1 to 128 bytes of UTF-8, none listed twice.
+	ByArgsKeys []string
+	// OnConflict says what the insert does when a job holds its key. Default
+	// (empty): UniqueSkip. It needs the job to be unique by something else.
+	OnConflict UniqueConflict
+}
+
+// UniqueConflict is what a unique insert does when another job holds its key.
+// Whatever the mode, a running or final holder is never changed: the insert
+// returns it as a duplicate.
+type UniqueConflict string
+
+// The conflict modes.
+const (
+	// UniqueSkip inserts nothing and returns the holder as it is (Duplicate).
+	UniqueSkip UniqueConflict = "skip"
+	// UniqueReplace gives a pending holder (scheduled, available or retryable)
+	// the insert's args, metadata, tags, priority and max attempts; its queue,
+	// scheduled time, state and attempts stay (Duplicate and Replaced).
+	UniqueReplace UniqueConflict = "replace"
+	// UniqueDebounce replaces as UniqueReplace does and moves the holder's
+	// scheduled time to the insert's (now when it has none), so that each insert
+	// pushes the run back: the holder becomes available when that time has come
+	// and is scheduled otherwise (a retryable holder stays retryable).
+	UniqueDebounce UniqueConflict = "debounce"
+)
+
+// driverMode is m as the driver takes it; m has been checked.
+func (m UniqueConflict) driverMode() weirdriver.UniqueOnConflict {
+	switch m {
+	case UniqueReplace:
+		return weirdriver.UniqueOnConflictReplace
+	case UniqueDebounce:
+		return weirdriver.UniqueOnConflictDebounce
+	}
+	return weirdriver.UniqueOnConflictSkip
 }
 
 func (u *UniqueOpts) isZero() bool {
-	return !u.ByArgs && u.ByPeriod == 0 && !u.ByQueue && len(u.ByState) == 0
+	return !u.ByArgs && u.ByPeriod == 0 && !u.ByQueue && len(u.ByState) == 0 &&
+		len(u.ByArgsKeys) == 0 && (u.OnConflict == "" || u.OnConflict == UniqueSkip)
 }
 
 // defaultUniqueStates are the states a unique key holds in by default.
@@ -133,7 +178,10 @@ type InsertParams struct {
 	Tags        []string
 	// Metadata is a JSON object, or empty.
 	Metadata json.RawMessage
-	Unique   UniqueOpts
+	// Unique is the job's unique options; when ByArgs is set without
+	// ByArgsKeys, ByArgsKeys holds the JSON names of the args type's fields
+	// tagged `weir:"unique"` (none: all args).
+	Unique UniqueOpts
 
 	// encoded is Args as encodeInsert wrote it, to tell whether middleware
 	// replaced it; goJSON is set when encoding/json wrote it from a Go value
@@ -164,6 +212,13 @@ func encodeInsert(args JobArgs, opts *InsertOpts) (*InsertParams, error) {
 	}
 	_, ownJSON := args.(json.Marshaler)
 	merged := mergeOpts(args, opts)
+	if merged.Unique.ByArgs && len(merged.Unique.ByArgsKeys) == 0 {
+		keys, err := uniqueTagKeys(reflect.TypeOf(args))
+		if err != nil {
+			return nil, invalidf("Args", "args of kind %q: %v", kind, err)
+		}
+		merged.Unique.ByArgsKeys = keys
+	}
 	p := &InsertParams{
 		Kind: kind, Args: encoded, Queue: merged.Queue, Priority: merged.Priority,
 		MaxAttempts: merged.MaxAttempts, ScheduledAt: merged.ScheduledAt, Tags: merged.Tags,
@@ -315,8 +370,57 @@ func mergeOpts(args JobArgs, opts *InsertOpts) InsertOpts {
 	return merged
 }
 
+// Limits on UniqueOpts.ByArgsKeys; weir_enqueue holds its unique_args_keys to
+// the same.
+const (
+	maxUniqueArgsKeys   = 32
+	maxUniqueArgsKeyLen = 128
+)
+
+// checkUniqueArgsKeys checks the names of UniqueOpts.ByArgsKeys.
+func checkUniqueArgsKeys(keys []string) error {
+	const field = "InsertOpts.Unique.ByArgsKeys"
+	if len(keys) > maxUniqueArgsKeys {
+		return invalidf(field, "%d unique args keys given; the limit is %d", len(keys), maxUniqueArgsKeys)
+	}
+	for i, k := range keys {
+		switch {
+		case k == "":
+			return invalidf(field, "unique args key is empty")
+		case len(k) > maxUniqueArgsKeyLen:
+			return invalidf(field, "unique args key %q is %d bytes long; the limit is %d", truncate(k), len(k), maxUniqueArgsKeyLen)
+		case !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0:
+			// PostgreSQL's text holds neither, so weir_enqueue never sees them.
+			return invalidf(field, "unique args key %q is not valid UTF-8 or holds a NUL byte", truncate(k))
+		case slices.Contains(keys[:i], k):
+			return invalidf(field, "unique args key %q is listed twice", k)
+		}
+	}
+	return nil
+}
+
+// checkConflictMode checks UniqueOpts.OnConflict.
+func checkConflictMode(m UniqueConflict) error {
+	switch m {
+	case "", UniqueSkip, UniqueReplace, UniqueDebounce:
+		return nil
+	}
+	return invalidf("InsertOpts.Unique.OnConflict", "unique conflict mode %q is not one of skip, replace, debounce", truncate(string(m)))
+}
+
 // setUnique checks u and sets p's unique key and states.
 func setUnique(p *weirdriver.JobInsertParams, u *UniqueOpts, now time.Time) error {
+	if err := checkConflictMode(u.OnConflict); err != nil {
+		return err
+	}
+	if !u.ByArgs && u.ByPeriod == 0 && !u.ByQueue && len(u.ByState) == 0 && len(u.ByArgsKeys) == 0 {
+		// Not unique by anything: a mode alone would silently make the job
+		// unique by its kind.
+		return invalidf("InsertOpts.Unique.OnConflict", "unique conflict mode %q is set but the job is not unique", truncate(string(u.OnConflict)))
+	}
+	if err := checkUniqueArgsKeys(u.ByArgsKeys); err != nil {
+		return err
+	}
 	if u.ByPeriod < 0 {
 		return invalidf("InsertOpts.Unique.ByPeriod", "unique period %s is negative", u.ByPeriod)
 	}
@@ -354,14 +458,16 @@ func setUnique(p *weirdriver.JobInsertParams, u *UniqueOpts, now time.Time) erro
 		fmt.Fprintf(h, "\x00period=%d@%d", secs, floorDiv(at.Unix(), secs)*secs)
 	}
 	p.UniqueKey = h.Sum(nil)
-	if u.ByArgs {
-		canonical, err := canonicalJSON(p.Args)
+	if u.ByArgs || len(u.ByArgsKeys) > 0 {
+		canonical, err := canonicalJSON(p.Args, u.ByArgsKeys)
 		if err != nil {
 			return invalidf("Args", "args of kind %q: %v", p.Kind, err)
 		}
 		p.UniqueByArgs, p.CanonicalArgs = true, canonical
+		p.UniqueArgsKeys = slices.Clone(u.ByArgsKeys)
 	}
 	p.UniqueStates = slices.Clone(states)
+	p.UniqueOnConflict = u.OnConflict.driverMode()
 	return nil
 }
 
@@ -375,15 +481,30 @@ func floorDiv(a, b int64) int64 {
 }
 
 // canonicalJSON re-encodes a JSON object with its keys sorted, keeping numbers as
-// written, so that equal arguments give equal unique keys.
-func canonicalJSON(raw []byte) ([]byte, error) {
+// written, so that equal arguments give equal unique keys. With keys, only those
+// top-level keys that the object holds are kept (of a key written twice, the
+// last value, as jsonb keeps).
+func canonicalJSON(raw []byte, keys []string) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	if len(keys) == 0 {
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		return json.Marshal(v)
+	}
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
 		return nil, err
 	}
-	return json.Marshal(v)
+	kept := make(map[string]any, len(keys))
+	for _, k := range keys {
+		if v, ok := obj[k]; ok {
+			kept[k] = v
+		}
+	}
+	return json.Marshal(kept)
 }
 
 func isJSONObject(b []byte) bool {

@@ -2,8 +2,11 @@ package weir_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirmigrate"
 )
 
 // sqlConn is a plain connection, as another language's driver or psql would have.
@@ -192,5 +196,325 @@ func TestSQLEnqueueUniqueMatchesGo(t *testing.T) {
 	}
 	if n := b.count(t, "kind = 'report'"); n != 4 {
 		t.Fatalf("%d report jobs, want 4", n)
+	}
+}
+
+// sqlUnique calls weir_enqueue on conn with the named arguments in extra and
+// returns its three columns.
+func (b *bundle) sqlUnique(t *testing.T, conn *pgx.Conn, kind, args, extra string, params ...any) (id int64, dup, replaced bool) {
+	t.Helper()
+	call := "SELECT id, duplicate, replaced FROM " + b.schema + ".weir_enqueue(" + quoteLiteral(kind) + ", " + quoteLiteral(args) + "::jsonb"
+	if extra != "" {
+		call += ", " + extra
+	}
+	if err := conn.QueryRow(testCtx(t), call+")", params...).Scan(&id, &dup, &replaced); err != nil {
+		t.Fatal(err)
+	}
+	return id, dup, replaced
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// TestSQLEnqueueUniqueArgsKeysMatchesGo checks that a key by some of the args
+// is the same from SQL (unique_args_keys) as from Go (struct tags or
+// ByArgsKeys), whichever comes first, whatever the key order, spacing or other
+// args; and that listed keys the args lack are left out on both sides.
+func TestSQLEnqueueUniqueArgsKeysMatchesGo(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	conn := b.sqlConn(t)
+	byArgs := &weir.InsertOpts{Unique: weir.UniqueOpts{ByArgs: true}}
+	keys := `unique_args_keys => ARRAY['region', 'account']`
+
+	goFirst, err := b.client.Insert(ctx, syncArgs{Account: "a1", Region: "eu", Note: "go"}, byArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, dup, _ := b.sqlUnique(t, conn, "sync", `{"note": "sql", "region": "eu", "account": "a1"}`, keys); !dup || id != goFirst.Job.ID {
+		t.Fatalf("SQL after Go (tags): id %d duplicate %v, want a duplicate of %d", id, dup, goFirst.Job.ID)
+	}
+	sqlFirst, dup, _ := b.sqlUnique(t, conn, "sync", `{"account": "a2", "note": {"deep": [1, 2]}, "region": "us"}`, keys)
+	if dup {
+		t.Fatal("a new SQL job was reported as a duplicate")
+	}
+	res, err := b.client.Insert(ctx, syncArgs{Account: "a2", Region: "us", Note: "go"}, byArgs)
+	if err != nil || !res.Duplicate || res.Job.ID != sqlFirst {
+		t.Fatalf("Go (tags) after SQL: %v %+v, want a duplicate of %d", err, res, sqlFirst)
+	}
+	raw := &weir.InsertOpts{Unique: weir.UniqueOpts{ByArgsKeys: []string{"account", "region"}}}
+	res, err = b.client.Insert(ctx, weir.RawArgs{KindName: "sync", JSON: json.RawMessage(`{"region":"us","account":"a2","x":1}`)}, raw)
+	if err != nil || !res.Duplicate || res.Job.ID != sqlFirst {
+		t.Fatalf("Go (ByArgsKeys) after SQL: %v %+v, want a duplicate of %d", err, res, sqlFirst)
+	}
+	// A key the args lack: left out on both sides (omitempty drops the region).
+	noRegion, dup, _ := b.sqlUnique(t, conn, "sync", `{"account": "a3", "note": "n"}`, keys)
+	if dup {
+		t.Fatal("a3 collided")
+	}
+	if res, err := b.client.Insert(ctx, syncArgs{Account: "a3"}, byArgs); err != nil || !res.Duplicate || res.Job.ID != noRegion {
+		t.Fatalf("absent key: %v %+v, want a duplicate of %d", err, res, noRegion)
+	}
+	// Values compare as JSON values: a number written otherwise is another
+	// value on neither side; a nested object's key order does not matter.
+	nested, _, _ := b.sqlUnique(t, conn, "sync", `{"account": {"b": 1, "a": [true, null]}}`, `unique_args_keys => ARRAY['account']`)
+	res, err = b.client.Insert(ctx, weir.RawArgs{KindName: "sync", JSON: json.RawMessage(`{"account":{"a":[true,null],"b":1},"z":0}`)},
+		&weir.InsertOpts{Unique: weir.UniqueOpts{ByArgsKeys: []string{"account"}}})
+	if err != nil || !res.Duplicate || res.Job.ID != nested {
+		t.Fatalf("nested value: %v %+v, want a duplicate of %d", err, res, nested)
+	}
+	if n := b.count(t, "kind = 'sync'"); n != 4 {
+		t.Fatalf("%d sync jobs, want 4", n)
+	}
+}
+
+// TestSQLEnqueueOnConflict checks unique_on_conflict: the same rules as the Go
+// client's modes, a third column saying whether the job was replaced, and a job
+// inserted from Go replaced from SQL and the other way round.
+func TestSQLEnqueueOnConflict(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	conn := b.sqlConn(t)
+	soon := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	later := soon.Add(time.Hour)
+	first, err := b.client.Insert(ctx, syncArgs{Account: "a", Note: "go"}, &weir.InsertOpts{ScheduledAt: soon, Unique: weir.UniqueOpts{ByArgs: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := func(m string) string {
+		return `unique_args_keys => ARRAY['account', 'region'], unique_on_conflict => '` + m + `', scheduled_at => $1, tags => ARRAY['` + m + `']`
+	}
+	if id, dup, rep := b.sqlUnique(t, conn, "sync", `{"account": "a", "note": "skip"}`, mode("skip"), later); id != first.Job.ID || !dup || rep {
+		t.Fatalf("skip: %d %v %v", id, dup, rep)
+	}
+	if j := b.job(t, first.Job.ID); !strings.Contains(string(j.Args), `"go"`) {
+		t.Fatalf("skip changed the job: %s", j.Args)
+	}
+	if id, dup, rep := b.sqlUnique(t, conn, "sync", `{"account": "a", "note": "replace"}`, mode("replace")+", priority => 4", later); id != first.Job.ID || !dup || !rep {
+		t.Fatalf("replace: %d %v %v", id, dup, rep)
+	}
+	j := b.job(t, first.Job.ID)
+	if !strings.Contains(string(j.Args), `"replace"`) || j.Priority != 4 || strings.Join(j.Tags, ",") != "replace" || !j.ScheduledAt.Equal(soon) ||
+		string(j.UniqueKey) != string(first.Job.UniqueKey) {
+		t.Fatalf("after replace: %+v", j)
+	}
+	if _, _, rep := b.sqlUnique(t, conn, "sync", `{"account": "a", "note": "debounce"}`, mode("debounce"), later); !rep {
+		t.Fatal("debounce did not replace")
+	}
+	if j = b.job(t, first.Job.ID); !j.ScheduledAt.Equal(later) || j.State != weir.JobStateScheduled {
+		t.Fatalf("after debounce: at %s %s, want %s", j.ScheduledAt, j.State, later)
+	}
+	// From Go, on the job SQL changed: the Go key is the SQL key.
+	res, err := b.client.Insert(ctx, syncArgs{Account: "a", Note: "go again"}, &weir.InsertOpts{Unique: weir.UniqueOpts{ByArgs: true, OnConflict: weir.UniqueDebounce}})
+	if err != nil || !res.Replaced || res.Job.State != weir.JobStateAvailable {
+		t.Fatalf("Go debounce after SQL: %+v %v", res, err)
+	}
+	// Running: no mode changes it.
+	if _, err := b.pool.Exec(ctx, "UPDATE "+b.schema+`.weir_job SET state = 'running', attempt = 1, lease_token = 1,
+		lease_expires_at = now() + interval '1 hour', attempted_at = now() WHERE id = $1`, first.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := b.job(t, first.Job.ID)
+	for _, m := range []string{"skip", "replace", "debounce"} {
+		if id, dup, rep := b.sqlUnique(t, conn, "sync", `{"account": "a", "note": "late"}`, mode(m), later); id != first.Job.ID || !dup || rep {
+			t.Fatalf("%s on a running job: %d %v %v", m, id, dup, rep)
+		}
+	}
+	if after := b.job(t, first.Job.ID); string(after.Args) != string(before.Args) || !after.ScheduledAt.Equal(before.ScheduledAt) ||
+		strings.Join(after.Tags, ",") != strings.Join(before.Tags, ",") {
+		t.Fatalf("a running job changed: %+v", after)
+	}
+	// A new job from SQL with a mode: inserted, not replaced.
+	if _, dup, rep := b.sqlUnique(t, conn, "sync", `{"account": "b"}`, mode("debounce"), later); dup || rep {
+		t.Fatalf("new job: duplicate %v replaced %v", dup, rep)
+	}
+	if n := b.count(t, "kind = 'sync'"); n != 2 {
+		t.Fatalf("%d sync jobs, want 2", n)
+	}
+}
+
+// TestSQLEnqueueConcurrent runs 8 weir_enqueue calls of the same unique job at
+// once, each on its own connection, in each mode: one job results, one call
+// inserted it, and every other call got it back (replaced in replace and
+// debounce).
+func TestSQLEnqueueConcurrent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, m := range []string{"skip", "replace", "debounce"} {
+		const n = 8
+		type out struct {
+			id       int64
+			dup, rep bool
+		}
+		outs := make([]out, n)
+		conns := make([]*pgx.Conn, n)
+		for i := range conns {
+			conns[i] = b.sqlConn(t)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				outs[i].id, outs[i].dup, outs[i].rep = b.sqlUnique(t, conns[i], "sync", fmt.Sprintf(`{"account": %q, "note": "%d"}`, m, i),
+					`unique_args_keys => ARRAY['account'], unique_on_conflict => '`+m+`', scheduled_at => now() + interval '1 hour'`)
+			})
+		}
+		close(start)
+		wg.Wait()
+		inserted := 0
+		for i, o := range outs {
+			if o.id != outs[0].id {
+				t.Fatalf("%s: call %d got job %d, call 0 job %d", m, i, o.id, outs[0].id)
+			}
+			if !o.dup {
+				inserted++
+			} else if o.rep != (m != "skip") {
+				t.Fatalf("%s: call %d replaced=%v", m, i, o.rep)
+			}
+		}
+		if inserted != 1 {
+			t.Fatalf("%s: %d calls inserted, want 1", m, inserted)
+		}
+		if c := b.count(t, "kind = 'sync' AND args->>'account' = $1", m); c != 1 {
+			t.Fatalf("%s: %d jobs, want 1", m, c)
+		}
+	}
+}
+
+// TestSQLEnqueueUniqueErrorsMatchGo checks that weir_enqueue refuses bad unique
+// options with the Go client's words, and writes nothing.
+func TestSQLEnqueueUniqueErrorsMatchGo(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	conn := b.sqlConn(t)
+	many := make([]string, 33)
+	for i := range many {
+		many[i] = fmt.Sprint("k", i)
+	}
+	for _, tt := range []struct {
+		sql string
+		u   weir.UniqueOpts
+	}{
+		{`unique_by_args => true, unique_on_conflict => 'upsert'`, weir.UniqueOpts{ByArgs: true, OnConflict: "upsert"}},
+		{`unique_on_conflict => 'upsert'`, weir.UniqueOpts{OnConflict: "upsert"}},
+		{`unique_on_conflict => 'replace'`, weir.UniqueOpts{OnConflict: weir.UniqueReplace}},
+		{`unique_on_conflict => 'debounce'`, weir.UniqueOpts{OnConflict: weir.UniqueDebounce}},
+		{`unique_args_keys => ARRAY['a', '']`, weir.UniqueOpts{ByArgsKeys: []string{"a", ""}}},
+		{`unique_args_keys => ARRAY['a', 'b', 'a']`, weir.UniqueOpts{ByArgsKeys: []string{"a", "b", "a"}}},
+		{`unique_args_keys => ARRAY[repeat('k', 129)]`, weir.UniqueOpts{ByArgsKeys: []string{strings.Repeat("k", 129)}}},
+		{`unique_args_keys => ARRAY['` + strings.Join(many, "', '") + `']`, weir.UniqueOpts{ByArgsKeys: many}},
+	} {
+		_, goErr := b.client.Insert(ctx, weir.RawArgs{KindName: "k", JSON: json.RawMessage(`{}`)}, &weir.InsertOpts{Unique: tt.u})
+		invalid, ok := errors.AsType[*weir.InvalidError](goErr)
+		if !ok {
+			t.Fatalf("%s: Go gave %v, want an *InvalidError", tt.sql, goErr)
+		}
+		_, err := conn.Exec(ctx, "SELECT * FROM "+b.schema+".weir_enqueue('k', "+tt.sql+")")
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || pgErr.Message != "weir: invalid: "+invalid.Message {
+			t.Errorf("%s: %v, want 22023 %q", tt.sql, err, "weir: invalid: "+invalid.Message)
+		}
+	}
+	// NULL keys are empty ones; NULL or '' as the mode is skip, its default.
+	_, err := conn.Exec(ctx, "SELECT * FROM "+b.schema+".weir_enqueue('k', unique_args_keys => ARRAY[NULL::text])")
+	if err == nil || !strings.Contains(err.Error(), "unique args key is empty") {
+		t.Errorf("NULL key: %v", err)
+	}
+	if n := b.count(t, "true"); n != 0 {
+		t.Fatalf("%d jobs written by bad calls", n)
+	}
+	for _, m := range []string{"NULL", "''"} {
+		if _, err := conn.Exec(ctx, "SELECT * FROM "+b.schema+".weir_enqueue('k', unique_on_conflict => "+m+")"); err != nil {
+			t.Errorf("mode %s: %v", m, err)
+		}
+	}
+}
+
+// TestSQLEnqueueMigration008 checks migration 008 up and down: down restores
+// weir_enqueue exactly as it was before, and both directions keep the grants
+// made on the function by hand (which DROP FUNCTION would lose), or leave its
+// privileges at their default when none were made.
+func TestSQLEnqueueMigration008(t *testing.T) {
+	t.Parallel()
+	for _, granted := range []bool{false, true} {
+		t.Run(fmt.Sprint("granted=", granted), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, &setupOpts{noMigrate: true})
+			ctx := testCtx(t)
+			m := weirmigrate.New(b.driver)
+			if _, err := m.Up(ctx, &weirmigrate.UpOpts{TargetVersion: 7}); err != nil {
+				t.Fatal(err)
+			}
+			// fn returns the one weir_enqueue's definition and its ACL.
+			fn := func() (def string, acl string) {
+				t.Helper()
+				err := b.pool.QueryRow(ctx, `SELECT pg_get_functiondef(p.oid), coalesce(p.proacl::text, 'default')
+					FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+					WHERE n.nspname = $1 AND p.proname = 'weir_enqueue'`, b.schema).Scan(&def, &acl)
+				if err != nil {
+					t.Fatal(err) // none, or more than one
+				}
+				return def, acl
+			}
+			role := b.schema + "_caller"
+			if granted {
+				if _, err := b.pool.Exec(ctx, "CREATE ROLE "+role); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					ctx := context.Background()
+					_, _ = b.pool.Exec(ctx, "DROP OWNED BY "+role)
+					_, _ = b.pool.Exec(ctx, "DROP ROLE "+role)
+				})
+				sig := b.schema + ".weir_enqueue(text, jsonb, text, integer, timestamptz, integer, text[], jsonb, boolean, boolean, interval, text[], integer)"
+				if _, err := b.pool.Exec(ctx, "REVOKE ALL ON FUNCTION "+sig+" FROM PUBLIC; GRANT EXECUTE ON FUNCTION "+sig+" TO "+role); err != nil {
+					t.Fatal(err)
+				}
+			}
+			def7, acl7 := fn()
+			if _, err := m.Up(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			def8, acl8 := fn()
+			if !strings.Contains(def8, "unique_on_conflict") || acl8 != acl7 {
+				t.Fatalf("after up: ACL %s, was %s; definition has unique_on_conflict: %v", acl8, acl7, strings.Contains(def8, "unique_on_conflict"))
+			}
+			if granted != strings.Contains(acl8, role) || granted == (acl8 == "default") {
+				t.Fatalf("after up: ACL %s", acl8)
+			}
+			if _, err := m.Down(ctx, &weirmigrate.DownOpts{TargetVersion: 7}); err != nil {
+				t.Fatal(err)
+			}
+			if def, acl := fn(); def != def7 || acl != acl7 {
+				t.Fatalf("after down: ACL %s (was %s); definition\n%s\nwas\n%s", acl, acl7, def, def7)
+			}
+		})
+	}
+}
+
+// TestSQLEnqueueDebounceNotifies checks that weir_enqueue wakes workers at
+// commit when it moves a job to now, and not when the job stays scheduled.
+func TestSQLEnqueueDebounceNotifies(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	conn := b.sqlConn(t)
+	notes := listen(t, b)
+	debounce := `queue => 'sq', unique_by_args => true, unique_on_conflict => 'debounce', scheduled_at => $1`
+	b.sqlUnique(t, conn, "k", `{}`, debounce, time.Now().Add(time.Hour))
+	if _, _, rep := b.sqlUnique(t, conn, "k", `{}`, debounce, time.Now().Add(2*time.Hour)); !rep {
+		t.Fatal("debounce later did not replace")
+	}
+	b.marker(t, "scheduled")
+	if got := notes.next(t); got != "scheduled" {
+		t.Fatalf("notification %q for a job still scheduled", got)
+	}
+	if _, _, rep := b.sqlUnique(t, conn, "k", `{}`, debounce, time.Now().Add(-time.Second)); !rep {
+		t.Fatal("debounce to now did not replace")
+	}
+	if got := notes.next(t); got != "sq" {
+		t.Fatalf("debounce to now: notification %q, want sq", got)
 	}
 }

@@ -284,15 +284,47 @@ type JobInsertParams struct {
 	UniqueKey    []byte
 	UniqueStates []weirtype.JobState
 	UniqueByArgs bool
-	// CanonicalArgs is Args with object keys sorted and no spaces, set with
+	// UniqueArgsKeys, when set with UniqueByArgs, limits the key to these
+	// top-level keys of Args: the key covers the object made of those of them
+	// that Args holds, in place of all of Args.
+	UniqueArgsKeys []string
+	// CanonicalArgs is what the key covers (Args, or the object of its
+	// UniqueArgsKeys) with object keys sorted and no spaces, set with
 	// UniqueByArgs.
 	CanonicalArgs []byte
+	// UniqueOnConflict says what the insert does to the job that holds its
+	// unique key when that job is pending (scheduled, available or retryable);
+	// a running or final holder is never changed. A call holds at most one job
+	// per unique key (the client folds repeats first).
+	UniqueOnConflict UniqueOnConflict
 }
+
+// UniqueOnConflict is what a unique insert does to a pending job holding its key.
+type UniqueOnConflict uint8
+
+// The conflict modes, as weir.UniqueOpts.OnConflict names them.
+const (
+	// UniqueOnConflictSkip leaves the holder as it is.
+	UniqueOnConflictSkip UniqueOnConflict = iota
+	// UniqueOnConflictReplace gives the holder the insert's args, metadata, tags,
+	// priority and max attempts; its queue, scheduled time and state stay.
+	UniqueOnConflictReplace
+	// UniqueOnConflictDebounce replaces as UniqueOnConflictReplace does and also
+	// moves the holder's scheduled time to the insert's (now when it has none):
+	// it becomes available when that time is not after now, and otherwise
+	// scheduled, or stays retryable when it was.
+	UniqueOnConflictDebounce
+)
 
 // JobInsertResult is an inserted job, or the existing job a unique insert collided with.
 type JobInsertResult struct {
-	Job       *weirtype.JobRow
+	Job *weirtype.JobRow
+	// Duplicate is set when the job was not inserted because Job holds its
+	// unique key.
 	Duplicate bool
+	// Replaced is set (with Duplicate) when the insert's UniqueOnConflict changed
+	// Job; Job is the row afterwards.
+	Replaced bool
 }
 
 // JobUpdateParams are the fields JobUpdate replaces; nil leaves a field as it

@@ -56,7 +56,7 @@ func (t *Telemetry) InsertMiddleware() weir.InsertMiddleware {
 			}
 			if len(results) == 1 && results[0] != nil && results[0].Job != nil {
 				span.SetAttributes(semconv.MessagingMessageID(strconv.FormatInt(results[0].Job.ID, 10)),
-					DuplicateKey.Bool(results[0].Duplicate))
+					DuplicateKey.Bool(results[0].Duplicate), ReplacedKey.Bool(results[0].Replaced))
 			}
 			for _, r := range results {
 				if r != nil && r.Job != nil && !r.Duplicate {

@@ -47,6 +47,9 @@ const (
 	PriorityKey   = attribute.Key("weir.job.priority")
 	LeaseTokenKey = attribute.Key("weir.lease_token")
 	DuplicateKey  = attribute.Key("weir.job.duplicate")
+	// ReplacedKey says whether a unique insert replaced the job that held its
+	// key (weir.UniqueReplace, weir.UniqueDebounce).
+	ReplacedKey = attribute.Key("weir.job.replaced")
 	// OutcomeKey is what became of an attempt, as its event tells (metrics).
 	OutcomeKey = attribute.Key("weir.job.outcome")
 	// ResultKey is what an attempt's handler returned (spans).

@@ -187,6 +187,34 @@ func attrs(kv []attribute.KeyValue) map[attribute.Key]attribute.Value {
 	return m
 }
 
+// TestInsertSpanReplaced checks that an insert span says whether a unique
+// insert found a job and whether it replaced it.
+func TestInsertSpanReplaced(t *testing.T) {
+	s := newStore(t)
+	p := newProcess(t, false)
+	client, err := weir.NewClient(s.driver, p.config(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(time.Hour)
+	for _, mode := range []weir.UniqueConflict{weir.UniqueSkip, weir.UniqueSkip, weir.UniqueReplace} {
+		if _, err := client.Insert(ctx(t), taskArgs{Do: "ok"}, &weir.InsertOpts{ScheduledAt: at,
+			Unique: weir.UniqueOpts{ByArgs: true, OnConflict: mode}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans := p.ended(trace.SpanKindProducer)
+	if len(spans) != 3 {
+		t.Fatalf("%d insert spans, want 3", len(spans))
+	}
+	for i, want := range [][2]bool{{false, false}, {true, false}, {true, true}} {
+		a := attrs(spans[i].Attributes())
+		if a["weir.job.duplicate"].AsBool() != want[0] || a["weir.job.replaced"].AsBool() != want[1] {
+			t.Errorf("insert %d: %v, want duplicate=%v replaced=%v", i, spans[i].Attributes(), want[0], want[1])
+		}
+	}
+}
+
 // TestTraceAcrossProcesses inserts a job in one process and works it in
 // another, each with its own TracerProvider: the attempt's span links to the
 // insert span and, with AttemptAsChild, is its child in the same trace.

@@ -32,11 +32,19 @@ func enqueueUsage(w io.Writer) {
 
     weir enqueue --kind KIND [--args JSON] [--queue NAME] [--priority N]
                  [--run-at TIME | --in DURATION] [--max-attempts N]
-                 [--tags TAG,...] [--count N] [--database-url URL] [--schema NAME]
+                 [--tags TAG,...] [--count N] [--unique-by-args]
+                 [--unique-args-key KEY]... [--unique-by-queue]
+                 [--unique-period DURATION] [--unique-states STATE,...]
+                 [--unique-on-conflict skip|replace|debounce]
+                 [--database-url URL] [--schema NAME]
 
 enqueue inserts a job, or --count copies of it in one transaction, and prints
 the new jobs' ids, one per line. Options left out take the client's defaults:
 queue "default", priority 2, max attempts 25, due now.
+
+With a --unique-* flag the job is unique: when a job with the same unique key
+exists, its id is printed in place of a new one and a line on stderr says it
+was a duplicate, or that it was replaced (--unique-on-conflict).
 
 Flags:
 
@@ -57,6 +65,24 @@ type enqueueOpts struct {
 	maxAttempts int
 	tags        string
 	count       int
+
+	uniqueByArgs     bool
+	uniqueArgsKeys   stringList
+	uniqueByQueue    bool
+	uniquePeriod     time.Duration
+	uniqueStates     string
+	uniqueOnConflict string
+}
+
+// stringList is a flag that may be given several times, each value kept as
+// written (JSON keys may hold commas and spaces).
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
 }
 
 func enqueueFlags() (*flag.FlagSet, *enqueueOpts) {
@@ -72,6 +98,12 @@ func enqueueFlags() (*flag.FlagSet, *enqueueOpts) {
 	fs.IntVar(&o.maxAttempts, "max-attempts", 0, "give the job `N` attempts before it is discarded (default 25)")
 	fs.StringVar(&o.tags, "tags", "", "comma-separated `TAGS` for operators")
 	fs.IntVar(&o.count, "count", 1, "insert `N` copies of the job, at most 100000")
+	fs.BoolVar(&o.uniqueByArgs, "unique-by-args", false, "make the job unique by its args")
+	fs.Var(&o.uniqueArgsKeys, "unique-args-key", "make the job unique by this top-level `KEY` of its args (repeat for more keys; implies --unique-by-args)")
+	fs.BoolVar(&o.uniqueByQueue, "unique-by-queue", false, "make the job unique by its queue")
+	fs.Var((*durationValue)(&o.uniquePeriod), "unique-period", "make the job unique among jobs scheduled in the same `DURATION`-long period, such as 1h")
+	fs.StringVar(&o.uniqueStates, "unique-states", "", "comma-separated `STATES` among which the job is unique (default all but cancelled and discarded)")
+	fs.StringVar(&o.uniqueOnConflict, "unique-on-conflict", "", "what to do when a pending job holds the key: `MODE` skip, replace or debounce (default skip)")
 	return fs, o
 }
 
@@ -116,6 +148,12 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	var out bytes.Buffer
 	for _, r := range results {
 		fmt.Fprintln(&out, r.Job.ID)
+		switch {
+		case r.Replaced:
+			fmt.Fprintf(e.stderr, "weir: enqueue: job %d held the unique key and was replaced\n", r.Job.ID)
+		case r.Duplicate:
+			fmt.Fprintf(e.stderr, "weir: enqueue: job %d holds the unique key (%s); nothing inserted\n", r.Job.ID, r.Job.State)
+		}
 	}
 	_, err = e.stdout.Write(out.Bytes())
 	return err
@@ -166,6 +204,23 @@ func (o *enqueueOpts) job(fs *flag.FlagSet, now time.Time) (weir.RawArgs, *weir.
 			return weir.RawArgs{}, nil, err
 		}
 		opts.Tags = tags
+	}
+	if isSet(fs, "unique-period") && o.uniquePeriod == 0 {
+		// Zero is the client's "not by period"; a flag given means a period.
+		return weir.RawArgs{}, nil, usagef("%s: --unique-period 0s is under one second", name)
+	}
+	opts.Unique = weir.UniqueOpts{
+		ByArgs: o.uniqueByArgs, ByArgsKeys: o.uniqueArgsKeys, ByQueue: o.uniqueByQueue,
+		ByPeriod: o.uniquePeriod, OnConflict: weir.UniqueConflict(o.uniqueOnConflict),
+	}
+	if isSet(fs, "unique-states") {
+		states, err := splitList(fs, "unique-states", o.uniqueStates)
+		if err != nil {
+			return weir.RawArgs{}, nil, err
+		}
+		for _, st := range states {
+			opts.Unique.ByState = append(opts.Unique.ByState, weir.JobState(st))
+		}
 	}
 	return weir.RawArgs{KindName: o.kind, JSON: compact.Bytes()}, opts, nil
 }

@@ -127,3 +127,90 @@ func TestEnqueueURLFromEnvAndFlag(t *testing.T) {
 		t.Fatalf("want a header and 2 jobs: %q", r.stdout)
 	}
 }
+
+// TestEnqueueUnique checks the --unique-* flags: a duplicate prints the
+// existing job's id and says so on stderr, a key by some args keys ignores the
+// others, and replace and debounce change the pending job as the client does.
+func TestEnqueueUnique(t *testing.T) {
+	t.Parallel()
+	_, weir := migrated(t)
+	enqueue := func(args ...string) (int64, string) {
+		t.Helper()
+		r := weir(t, append([]string{"enqueue", "--kind", "sync"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("enqueue %v: %v", args, r)
+		}
+		got := ids(t, r.stdout)
+		if len(got) != 1 {
+			t.Fatalf("enqueue %v printed %q", args, r.stdout)
+		}
+		return got[0], r.stderr
+	}
+	keys := []string{"--unique-args-key", "account", "--unique-args-key", "the region"}
+	first, stderr := enqueue(append(keys, "--args", `{"account": "a", "the region": "eu", "note": 1}`, "--in", "1h")...)
+	if stderr != "" {
+		t.Fatalf("first insert said %q", stderr)
+	}
+	id, stderr := enqueue(append(keys, "--args", `{"the region": "eu", "account": "a", "note": 2}`)...)
+	if id != first || stderr != fmt.Sprintf("weir: enqueue: job %d holds the unique key (scheduled); nothing inserted\n", first) {
+		t.Fatalf("duplicate: id %d (want %d), stderr %q", id, first, stderr)
+	}
+	if job := showJob(t, weir, first); !strings.Contains(string(job.Args), `"note": 1`) {
+		t.Fatalf("skip changed the job: %s", job.Args)
+	}
+	id, stderr = enqueue(append(keys, "--args", `{"account": "a", "the region": "eu", "note": 3}`, "--unique-on-conflict", "replace",
+		"--priority", "4", "--in", "3h")...)
+	job := showJob(t, weir, first)
+	if id != first || stderr != fmt.Sprintf("weir: enqueue: job %d held the unique key and was replaced\n", first) ||
+		!strings.Contains(string(job.Args), `"note": 3`) || job.Priority != 4 || job.ScheduledAt.After(time.Now().Add(2*time.Hour)) {
+		t.Fatalf("replace: id %d stderr %q job %+v", id, stderr, job)
+	}
+	id, stderr = enqueue(append(keys, "--args", `{"account": "a", "the region": "eu"}`, "--unique-on-conflict", "debounce")...)
+	if job := showJob(t, weir, first); id != first || !strings.Contains(stderr, "replaced") || job.State != "available" {
+		t.Fatalf("debounce to now: id %d stderr %q job %+v", id, stderr, job)
+	}
+	// Other unique flags: by queue and period among the given states.
+	byQueue := []string{"--unique-by-queue", "--unique-period", "1h", "--unique-states", "scheduled,available,running,retryable", "--queue", "uq"}
+	q1, _ := enqueue(byQueue...)
+	if q2, stderr := enqueue(append(byQueue, "--args", `{"other": true}`)...); q2 != q1 || !strings.Contains(stderr, "nothing inserted") {
+		t.Fatalf("by queue: %d then %d, stderr %q", q1, q2, stderr)
+	}
+	if q3, stderr := enqueue(append(byQueue, "--run-at", "2099-01-01T00:00:00Z")...); q3 == q1 || stderr != "" {
+		t.Fatalf("another period: %d (first %d), stderr %q", q3, q1, stderr)
+	}
+	// --count with a unique job: one job, the later copies its duplicates.
+	r := weir(t, "enqueue", "--kind", "once", "--unique-by-args", "--count", "3")
+	if got := ids(t, r.stdout); r.code != 0 || len(got) != 3 || got[0] != got[1] || got[1] != got[2] || strings.Count(r.stderr, "nothing inserted") != 2 {
+		t.Fatalf("--count 3 of a unique job: %v", r)
+	}
+}
+
+// TestEnqueueUniqueBadFlags checks that bad --unique-* values are refused with
+// exit 2 and nothing inserted.
+func TestEnqueueUniqueBadFlags(t *testing.T) {
+	t.Parallel()
+	schema, weir := migrated(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--unique-by-args", "--unique-on-conflict", "upsert"}, `weir: enqueue: unique conflict mode "upsert" is not one of skip, replace, debounce`},
+		{[]string{"--unique-on-conflict", "replace"}, `weir: enqueue: unique conflict mode "replace" is set but the job is not unique`},
+		{[]string{"--unique-args-key", ""}, "weir: enqueue: unique args key is empty"},
+		{[]string{"--unique-args-key", "a", "--unique-args-key", "a"}, `weir: enqueue: unique args key "a" is listed twice`},
+		{[]string{"--unique-states", "available,bogus"}, `weir: enqueue: unique state "bogus" is not a job state`},
+		{[]string{"--unique-states", ""}, `weir: enqueue: --unique-states "" has an empty item`},
+		{[]string{"--unique-period", "0s"}, "weir: enqueue: --unique-period 0s is under one second"},
+		{[]string{"--unique-period", "10"}, "weir: enqueue: invalid value \"10\" for flag -unique-period: a duration needs a unit"},
+	} {
+		r := weir(t, append([]string{"enqueue", "--kind", "k"}, tt.args...)...)
+		wantFailure(t, r, exitUsage, tt.want)
+	}
+	var n int
+	if err := dbtest.Pool(t, nil).QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "weir_job"}.Sanitize()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d jobs written by bad flags", n)
+	}
+}

@@ -276,6 +276,26 @@ func testInsertNotifies(t *testing.T, d weirdriver.Driver) {
 	if got := notificationsBefore(t, d, l, "marker-2"); len(got) != 0 {
 		t.Fatalf("a duplicate insert notified %v", got)
 	}
+	// A replace that leaves its job available wakes the workers as an insert
+	// does; one that leaves it scheduled does not.
+	debounce := func(at time.Time) *weirdriver.JobInsertParams {
+		p := uniqueParams("ins-debounce", "debounce-key", `{}`)
+		p.ScheduledAt, p.UniqueOnConflict = at, weirdriver.UniqueOnConflictDebounce
+		return p
+	}
+	insertOne(t, d, debounce(time.Now().Add(time.Hour)))
+	if res := insertResult(t, d, debounce(time.Now().Add(2*time.Hour))); !res.Replaced {
+		t.Fatalf("debounce later: %+v", res)
+	}
+	if got := notificationsBefore(t, d, l, "marker-3"); len(got) != 0 {
+		t.Fatalf("a job replaced and still scheduled notified %v", got)
+	}
+	if res := insertResult(t, d, debounce(time.Time{})); !res.Replaced || res.Job.State != weirtype.JobStateAvailable {
+		t.Fatalf("debounce to now: %+v", res)
+	}
+	if got := notificationsBefore(t, d, l, "marker-4"); !slices.Equal(got, []string{"ins-debounce"}) {
+		t.Fatalf("a job replaced and due notified %v, want [ins-debounce]", got)
+	}
 }
 
 // testInsertNotifiesConcurrently: inserts from many goroutines at once, which a

@@ -32,6 +32,8 @@ func Run(t *testing.T, setup Setup) {
 		{"InsertReturnsJobsInOrder", testInsertReturnsJobsInOrder},
 		{"InsertScheduledInFuture", testInsertScheduledInFuture},
 		{"InsertUnique", testInsertUnique},
+		{"InsertUniqueOnConflict", testInsertUniqueOnConflict},
+		{"InsertUniqueArgsKeys", testInsertUniqueArgsKeys},
 		{"InsertBulk", testInsertBulk},
 		{"TxRollbackLeavesNothing", testTxRollbackLeavesNothing},
 		{"InsertTxAllOrNothing", testInsertTxAllOrNothing},

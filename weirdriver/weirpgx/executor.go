@@ -89,7 +89,7 @@ func (e *executor) JobInsert(ctx context.Context, params []*weirdriver.JobInsert
 	}
 	var queues []string
 	for _, res := range results {
-		if !res.Duplicate && res.Job.State == weirtype.JobStateAvailable && !slices.Contains(queues, res.Job.Queue) {
+		if (!res.Duplicate || res.Replaced) && res.Job.State == weirtype.JobStateAvailable && !slices.Contains(queues, res.Job.Queue) {
 			queues = append(queues, res.Job.Queue)
 		}
 	}
@@ -357,6 +357,9 @@ type insertRecord struct {
 	UniqueKey    string          `json:"unique_key,omitempty"`
 	UniqueStates *uint16         `json:"unique_states,omitempty"`
 	UniqueByArgs bool            `json:"unique_by_args,omitempty"`
+	// KeyArgs is what a key by a subset of args covers; absent, all args.
+	KeyArgs    json.RawMessage `json:"key_args,omitempty"`
+	OnConflict uint8           `json:"on_conflict,omitempty"`
 }
 
 func insertInput(params []*weirdriver.JobInsertParams) ([]byte, error) {
@@ -375,6 +378,10 @@ func insertInput(params []*weirdriver.JobInsertParams) ([]byte, error) {
 			mask := weirdriver.StatesMask(p.UniqueStates)
 			rec.UniqueKey, rec.UniqueStates = hex.EncodeToString(p.UniqueKey), &mask
 			rec.UniqueByArgs = p.UniqueByArgs
+			if p.UniqueByArgs && len(p.UniqueArgsKeys) > 0 {
+				rec.KeyArgs = p.CanonicalArgs
+			}
+			rec.OnConflict = uint8(p.UniqueOnConflict)
 		}
 		records[i] = rec
 	}
@@ -385,17 +392,18 @@ func insertInput(params []*weirdriver.JobInsertParams) ([]byte, error) {
 	return input, nil
 }
 
-// scanInsertResults reads jobInsert's rows: the job columns and the duplicate flag.
+// scanInsertResults reads jobInsert's rows: the job columns and the duplicate
+// and replaced flags.
 func scanInsertResults(r rows, want int) ([]weirdriver.JobInsertResult, error) {
 	results := make([]weirdriver.JobInsertResult, 0, want)
-	var duplicate bool
-	sc := newJobScanner(&duplicate)
+	var duplicate, replaced bool
+	sc := newJobScanner(&duplicate, &replaced)
 	for r.Next() {
 		job, err := sc.scan(r)
 		if err != nil {
 			return nil, fmt.Errorf("insert jobs: %w", err)
 		}
-		results = append(results, weirdriver.JobInsertResult{Job: job, Duplicate: duplicate})
+		results = append(results, weirdriver.JobInsertResult{Job: job, Duplicate: duplicate, Replaced: replaced})
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)

@@ -20,42 +20,66 @@ const jobColumns = `id, state, queue, kind, args, priority, attempt, max_attempt
 	attempted_by, errors, to_jsonb(tags), metadata, unique_key, unique_states,
 	release_count, cancel_requested_at`
 
-// jobInsertQuietSQL inserts every job in one statement and skips those whose
-// unique key is taken, returning the holder instead. It serves inserts that
-// commit on their own and leave notifying to the notifier. $1 is a JSON array of
-// jobs (insertInput). Returns jobColumns and whether the row is a duplicate, in
+// jobInsertQuietSQL inserts every job in one statement. A job whose unique key
+// is taken is not inserted: the holder is returned instead, changed first when
+// the job's on_conflict (weirdriver.UniqueOnConflict) asks it and the holder is
+// pending. ON CONFLICT DO UPDATE locks the holder and reads its latest version,
+// so a holder that a claim took meanwhile is seen running and left as it is. It
+// serves inserts that commit on their own and leave notifying to the notifier.
+// $1 is a JSON array of jobs (insertInput), each of another unique key. Returns
+// jobColumns, whether the row is a duplicate and whether it was replaced, in
 // input order.
 const jobInsertQuietSQL = `
 WITH input AS (
-	SELECT x.*, CASE WHEN x.scheduled_at > now() THEN 'scheduled' ELSE 'available' END AS state
+	SELECT x.*, CASE WHEN x.scheduled_at > now() THEN 'scheduled' ELSE 'available' END AS state,
+		CASE WHEN x.unique_by_args THEN {args_key}(decode(x.unique_key, 'hex'), coalesce(x.key_args, x.args))
+			ELSE decode(x.unique_key, 'hex') END AS key
 	FROM jsonb_to_recordset($1::jsonb) AS x(
 		ord integer, kind text, queue text, args jsonb, priority smallint,
 		max_attempts smallint, scheduled_at timestamptz, tags text[], metadata jsonb,
-		unique_key text, unique_states smallint, unique_by_args boolean)
+		unique_key text, unique_states smallint, unique_by_args boolean, key_args jsonb,
+		on_conflict smallint)
 ),
 inserted AS (
-	INSERT INTO {job} (state, queue, kind, args, priority, max_attempts, scheduled_at,
+	INSERT INTO {job} AS j (state, queue, kind, args, priority, max_attempts, scheduled_at,
 		tags, metadata, unique_key, unique_states)
 	SELECT state, queue, kind, args, priority, max_attempts, coalesce(scheduled_at, now()),
-		coalesce(tags, '{}'), coalesce(metadata, '{}'),
-		CASE WHEN unique_by_args THEN {args_key}(decode(unique_key, 'hex'), args)
-			ELSE decode(unique_key, 'hex') END,
-		unique_states
+		coalesce(tags, '{}'), coalesce(metadata, '{}'), key, unique_states
 	FROM input
 	ORDER BY ord
 	ON CONFLICT (unique_key)
 		WHERE unique_key IS NOT NULL AND (unique_states & {state_bit}(state)) <> 0
-		DO UPDATE SET kind = EXCLUDED.kind
+		DO UPDATE SET (kind, args, metadata, tags, priority, max_attempts, scheduled_at, state) = (
+			SELECT j.kind,
+				CASE WHEN m.replace THEN EXCLUDED.args ELSE j.args END,
+				CASE WHEN m.replace THEN EXCLUDED.metadata ELSE j.metadata END,
+				CASE WHEN m.replace THEN EXCLUDED.tags ELSE j.tags END,
+				CASE WHEN m.replace THEN EXCLUDED.priority ELSE j.priority END,
+				CASE WHEN m.replace THEN EXCLUDED.max_attempts ELSE j.max_attempts END,
+				CASE WHEN m.debounce THEN EXCLUDED.scheduled_at ELSE j.scheduled_at END,
+				CASE WHEN NOT m.debounce THEN j.state
+					WHEN EXCLUDED.scheduled_at <= now() THEN 'available'
+					WHEN j.state = 'retryable' THEN 'retryable'
+					ELSE 'scheduled' END
+			FROM (SELECT p.mode <> 0 AND p.pending AS replace, p.mode = 2 AND p.pending AS debounce
+				FROM (SELECT coalesce((SELECT i.on_conflict FROM input AS i WHERE i.key = EXCLUDED.unique_key LIMIT 1), 0) AS mode,
+					j.state IN ('scheduled', 'available', 'retryable') AS pending) AS p) AS m)
 	RETURNING *, xmax <> 0 AS duplicate
+),
+result AS (
+	SELECT *, CASE WHEN duplicate AND state IN ('scheduled', 'available', 'retryable')
+		THEN coalesce((SELECT i.on_conflict FROM input AS i WHERE i.key = inserted.unique_key LIMIT 1), 0) <> 0
+		ELSE false END AS replaced
+	FROM inserted
 )
-SELECT {cols}, duplicate
-FROM inserted`
+SELECT {cols}, duplicate, replaced
+FROM result`
 
 // jobInsertSQL is jobInsertQuietSQL that also queues a notification per queue
-// with new available jobs, delivered at commit. $1 the jobs, $2 the insert
-// channel. Returns what jobInsertQuietSQL does.
+// with new or replaced available jobs, delivered at commit. $1 the jobs, $2 the
+// insert channel. Returns what jobInsertQuietSQL does.
 const jobInsertSQL = jobInsertQuietSQL + `
-WHERE CASE WHEN NOT duplicate AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END`
+WHERE CASE WHEN (NOT duplicate OR replaced) AND state = 'available' THEN pg_notify($2, queue) IS NOT NULL ELSE true END`
 
 // jobIDsSQL reserves ids for a bulk insert, which takes them and the
 // transaction's clock first, then copies. $1 how many. Returns now() and the ids.

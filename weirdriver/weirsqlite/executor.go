@@ -249,7 +249,7 @@ func (e *executor) JobInsert(ctx context.Context, params []*weirdriver.JobInsert
 		}
 		var queues []string
 		for _, r := range results {
-			if !r.Duplicate && r.Job.State == weirtype.JobStateAvailable {
+			if (!r.Duplicate || r.Replaced) && r.Job.State == weirtype.JobStateAvailable {
 				queues = append(queues, r.Job.Queue)
 			}
 		}
@@ -600,7 +600,11 @@ func insertUnique(ctx context.Context, w *write, params []*weirdriver.JobInsertP
 				return nil, err
 			}
 			if len(existing) > 0 {
-				results[i] = weirdriver.JobInsertResult{Job: existing[0], Duplicate: true}
+				res, err := onConflict(ctx, w, p, existing[0])
+				if err != nil {
+					return nil, err
+				}
+				results[i] = res
 				continue
 			}
 			batch[string(p.UniqueKey)] = i
@@ -619,6 +623,49 @@ func insertUnique(ctx context.Context, w *write, params []*weirdriver.JobInsertP
 		results[i] = weirdriver.JobInsertResult{Job: results[first].Job, Duplicate: true}
 	}
 	return results, nil
+}
+
+// onConflict applies p's conflict mode to holder, the job that holds p's unique
+// key, and returns the result for p. The write lock is held since the look-up,
+// so holder is as the store has it: only a pending holder is changed.
+func onConflict(ctx context.Context, w *write, p *weirdriver.JobInsertParams, holder *weirtype.JobRow) (weirdriver.JobInsertResult, error) {
+	dup := weirdriver.JobInsertResult{Job: holder, Duplicate: true}
+	if p.UniqueOnConflict == weirdriver.UniqueOnConflictSkip {
+		return dup, nil
+	}
+	switch holder.State {
+	case weirtype.JobStateScheduled, weirtype.JobStateAvailable, weirtype.JobStateRetryable:
+	default:
+		return dup, nil
+	}
+	row, err := insertArgs(p, w.now)
+	if err != nil {
+		return dup, err
+	}
+	// row: state, queue, kind, args, priority, max_attempts, scheduled_at, ...
+	scheduled, state := holder.ScheduledAt.UnixMicro(), holder.State
+	if p.UniqueOnConflict == weirdriver.UniqueOnConflictDebounce {
+		scheduled = row[6].(int64)
+		switch {
+		case scheduled <= w.now:
+			state = weirtype.JobStateAvailable
+		case holder.State != weirtype.JobStateRetryable:
+			state = weirtype.JobStateScheduled
+		}
+	}
+	rows, err := w.q.QueryContext(ctx, jobReplace, holder.ID, row[3], row[9], row[8], p.Priority, p.MaxAttempts,
+		scheduled, string(state))
+	if err != nil {
+		return dup, err
+	}
+	got, err := collectJobs(rows)
+	if err != nil {
+		return dup, err
+	}
+	if len(got) == 0 {
+		return dup, nil // not pending after all: left as it is
+	}
+	return weirdriver.JobInsertResult{Job: got[0], Duplicate: true, Replaced: true}, nil
 }
 
 // insertState is the state a job starts in: scheduled when it is due after now.

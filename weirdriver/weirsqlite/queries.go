@@ -41,6 +41,14 @@ var (
 	jobUniqueHolder = fill(`SELECT {cols} FROM weir_job
 WHERE unique_key = ?1 AND unique_key IS NOT NULL AND (unique_states & {state_bit}) <> 0`)
 
+	// A unique insert's replace of the pending job holding its key: ?1 id, ?2
+	// args, ?3 metadata, ?4 tags, ?5 priority, ?6 max attempts, ?7 scheduled
+	// time, ?8 state. A job no longer pending is left as it is.
+	jobReplace = fill(`UPDATE weir_job SET args = ?2, metadata = ?3, tags = ?4, priority = ?5,
+	max_attempts = ?6, scheduled_at = ?7, state = ?8
+WHERE id = ?1 AND state IN ('scheduled', 'available', 'retryable')
+RETURNING {cols}`)
+
 	jobGet   = fill(`SELECT {cols} FROM weir_job WHERE id = ?1`)
 	jobState = `SELECT state FROM weir_job WHERE id = ?1`
 

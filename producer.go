@@ -340,7 +340,11 @@ func (p *producer) run(j *lease.Job) {
 	// for idle handlers and then for the completer to drain, so a finalization
 	// submitted after the slot freed could miss the drain and be lost (the Awa
 	// 0.6 bug).
-	fin.CompletedInTx = p.leases.MarkReturned(j)
+	left := p.leases.MarkReturned(j)
+	fin.CompletedInTx, fin.Params.Progress = left.CompletedInTx, left.Progress
+	if fin.Params.Outcome == weirdriver.OutcomeCompleted {
+		fin.Params.Output = left.Output // stored only with a completion
+	}
 	if fin.CompletedInTx && err != nil {
 		// Whether the job failed is known when its outcome is written: its
 		// transaction may have committed the completion.

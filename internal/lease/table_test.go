@@ -39,8 +39,8 @@ func TestLostWhileBuffered(t *testing.T) {
 	if tab.MarkRunning(j, context.Background()) {
 		t.Fatal("MarkRunning started a job whose lease was lost")
 	}
-	if ids, _ := tab.Snapshot(); len(ids) != 0 {
-		t.Fatalf("snapshot %v still holds the lost lease", ids)
+	if snap := tab.Snapshot(); len(snap.IDs) != 0 {
+		t.Fatalf("snapshot %v still holds the lost lease", snap.IDs)
 	}
 }
 
@@ -57,10 +57,10 @@ func TestApplyRenewal(t *testing.T) {
 			t.Fatalf("job %d: MarkRunning refused", j.Row.ID)
 		}
 	}
-	ids, tokens := tab.Snapshot()
+	snap := tab.Snapshot()
 	newer := job(4, 2, now.Add(time.Hour)) // job 4 was taken again under token 2
 	tab.Add([]*Job{newer})
-	tab.ApplyRenewal(ids, tokens, &weirdriver.JobRenewResult{
+	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{
 		Renewed: []int64{1}, CancelRequested: []int64{2}, Lost: []int64{3, 4},
 	}, now.Add(time.Minute))
 

@@ -56,7 +56,7 @@ func stores(t *testing.T) []store {
 type renewSpy struct {
 	weirdriver.Driver
 	mu       sync.Mutex
-	renewals int                        // renewal statements
+	renewals int                         // renewal statements
 	carried  map[int64][]json.RawMessage // per job, the progress renewals carried
 }
 

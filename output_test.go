@@ -136,6 +136,7 @@ func TestRecordOutput(t *testing.T) {
 			t.Parallel()
 			leaked := make(chan context.Context, 1)
 			bigErr := make(chan error, 1)
+			badErrs := make(chan map[string]error, 1)
 			w := probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
 				switch job.Args.Name {
 				case "twice":
@@ -158,6 +159,19 @@ func TestRecordOutput(t *testing.T) {
 				case "leak":
 					leaked <- ctx
 					return nil
+				case "bad":
+					// Each refused, recording nothing: the job completes
+					// without output or progress.
+					badErrs <- map[string]error{
+						"output not JSON":      weir.RecordOutput(ctx, make(chan int)),
+						"progress not JSON":    weir.SetProgress(ctx, func() {}),
+						"output with NUL":      weir.RecordOutput(ctx, "a\x00b"),
+						"progress bad UTF-8":   weir.SetProgress(ctx, "a\xffb"),
+						"progress key twice":   weir.SetProgress(ctx, json.RawMessage(`{"a":1,"a":2}`)),
+						"progress over limit":  weir.SetProgress(ctx, strings.Repeat("y", 1023)),
+						"output invalid bytes": weir.RecordOutput(ctx, json.RawMessage(`{"a":`)),
+					}
+					return nil
 				}
 				return errors.New("unknown probe")
 			})
@@ -168,7 +182,7 @@ func TestRecordOutput(t *testing.T) {
 				t.Fatal(err)
 			}
 			ids := map[string]int64{}
-			for _, name := range []string{"twice", "fail", "big", "leak"} {
+			for _, name := range []string{"twice", "fail", "big", "leak", "bad"} {
 				res, err := c.Insert(testCtx(t), probeArgs{Name: name}, &weir.InsertOpts{MaxAttempts: 1})
 				if err != nil {
 					t.Fatal(err)
@@ -192,6 +206,14 @@ func TestRecordOutput(t *testing.T) {
 			ie := invalidField(t, "an output over the limit", <-bigErr)
 			if ie.Field != "v" || !strings.Contains(ie.Message, "2002 bytes") || !strings.Contains(ie.Message, "1024") {
 				t.Errorf("an output over the limit: field %q message %q, want v, naming 2002 bytes and the limit 1024", ie.Field, ie.Message)
+			}
+			for what, err := range <-badErrs {
+				if ie := invalidField(t, what, err); ie.Field != "v" {
+					t.Errorf("%s: field %q message %q, want v", what, ie.Field, ie.Message)
+				}
+			}
+			if j := getJob(t, c, ids["bad"]); j.State != weir.JobStateCompleted || j.Output != nil || j.Progress != nil {
+				t.Errorf("bad: state %s output %s progress %s, want completed with neither", j.State, j.Output, j.Progress)
 			}
 			if j := getJob(t, c, ids["big"]); j.State != weir.JobStateCompleted || j.Output != nil {
 				t.Errorf("big: state %s output %s, want completed without output", j.State, j.Output)

@@ -55,6 +55,8 @@ func stores(t *testing.T) []store {
 // carried: SetProgress must reach the database only through them.
 type renewSpy struct {
 	weirdriver.Driver
+	// before, if set, sees each renewal's params before the statement runs.
+	before   func(p *weirdriver.JobRenewParams)
 	mu       sync.Mutex
 	renewals int                         // renewal statements
 	carried  map[int64][]json.RawMessage // per job, the progress renewals carried
@@ -86,6 +88,9 @@ func (e *spyExecutor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams
 		}
 	}
 	e.spy.mu.Unlock()
+	if e.spy.before != nil {
+		e.spy.before(p)
+	}
 	return e.Executor.JobRenew(ctx, p)
 }
 
@@ -447,7 +452,9 @@ func TestProgressWithOutcome(t *testing.T) {
 
 // TestProgressFenced, on both stores: once the job's lease token moved (as if
 // it had been rescued and claimed again elsewhere), neither the old lease's
-// renewal nor its outcome writes progress.
+// renewal nor its outcome writes progress. The token moves just before the
+// renewal that carries the new progress runs, so that renewal is the stale
+// one.
 func TestProgressFenced(t *testing.T) {
 	t.Parallel()
 	for _, st := range stores(t) {
@@ -456,6 +463,18 @@ func TestProgressFenced(t *testing.T) {
 			spy := newRenewSpy(st.driver)
 			var client *weir.Client
 			moved := make(chan struct{})
+			spy.before = func(p *weirdriver.JobRenewParams) {
+				for i, v := range p.Progress {
+					if sameJSON(v, `"stale"`) {
+						select {
+						case <-moved:
+						default:
+							st.bumpToken(t, p.IDs[i])
+							close(moved)
+						}
+					}
+				}
+			}
 			w := probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
 				if err := weir.SetProgress(ctx, "mine"); err != nil {
 					return err
@@ -467,15 +486,14 @@ func TestProgressFenced(t *testing.T) {
 					case <-time.After(10 * time.Millisecond):
 					}
 				}
-				st.bumpToken(t, job.ID)
-				close(moved)
 				if err := weir.SetProgress(ctx, "stale"); err != nil {
 					return err
 				}
-				// The next renewal carries it, finds the lease gone and
-				// cancels the handler; its outcome then carries nothing new.
+				// The next renewal carries it, under the moved token: it
+				// finds the lease gone and cancels the handler, whose
+				// outcome then carries the progress recorded since.
 				<-ctx.Done()
-				return weir.SetProgress(context.WithoutCancel(ctx), "after") // a returned handler's would be refused; this one still runs
+				return weir.SetProgress(context.WithoutCancel(ctx), "after") // the handler still runs: taken
 			})
 			c, err := weir.NewClient(spy, fastConfig(w, nil))
 			if err != nil {

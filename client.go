@@ -56,7 +56,7 @@ type Config struct {
 	// caller's transaction for InsertTx and InsertManyTx, before the call
 	// returns the job as it is afterwards. One attempt runs, whatever the job's
 	// scheduled time; a job that fails stays retryable. Duplicates of unique
-	// jobs do not run. A job whose kind has no worker is refused before
+	// jobs do not run, replaced ones included. A job whose kind has no worker is refused before
 	// anything is written. Start and Stop do nothing. docs/testing-jobs.md
 	// says more.
 	Inline bool

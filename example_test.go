@@ -352,3 +352,75 @@ func ExampleUniqueDebounce() {
 	// 1 true true {"account":"a1","reason":"email changed"}
 	// 1 true true {"account":"a1","reason":"plan changed"}
 }
+
+// Backfill is a long job that resumes where its last attempt stopped.
+type Backfill struct {
+	Rows int `json:"rows"`
+}
+
+func (Backfill) Kind() string { return "backfill" }
+
+func ExampleSetProgress() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+
+	type cursor struct {
+		Done int `json:"done"`
+	}
+	workers := weir.NewWorkers()
+	weir.AddWorker(workers, weir.WorkFunc(func(ctx context.Context, job *weir.Job[Backfill]) error {
+		var c cursor
+		if job.Progress != nil { // an earlier attempt got this far
+			if err := json.Unmarshal(job.Progress, &c); err != nil {
+				return weir.JobDiscard(err)
+			}
+		}
+		fmt.Println("attempt", job.Attempt, "starts at row", c.Done)
+		for c.Done < job.Args.Rows {
+			if job.Attempt == 1 && c.Done == 50 {
+				return fmt.Errorf("connection reset at row %d", c.Done) // retried; the progress is kept
+			}
+			c.Done += 10 // a batch of ten rows done
+			// Kept in memory: the lease renewal and the attempt's outcome write it.
+			if err := weir.SetProgress(ctx, c); err != nil {
+				return err
+			}
+		}
+		// Stored with the completion, and only with it.
+		return weir.RecordOutput(ctx, map[string]int{"rows": c.Done})
+	}))
+	client, err := weir.NewClient(driver, &weir.Config{
+		Workers:     workers,
+		Queues:      map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 1}},
+		RetryPolicy: weir.ExponentialBackoff{Base: time.Millisecond, Max: time.Millisecond},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	completed, unsubscribe := client.Subscribe(weir.EventJobCompleted)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	res, err := client.Insert(ctx, Backfill{Rows: 100}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-completed
+	job, err := client.JobGet(ctx, res.Job.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.State, string(job.Output), string(job.Progress))
+
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// attempt 1 starts at row 0
+	// attempt 2 starts at row 50
+	// completed {"rows":100} {"done":100}
+}

@@ -39,7 +39,10 @@ func (a RawArgs) MarshalJSON() ([]byte, error) {
 	return a.JSON, nil
 }
 
-// Job is a job whose arguments are decoded into T.
+// Job is a job whose arguments are decoded into T. Its JobRow's Progress is
+// what earlier attempts recorded with SetProgress (nil: none), for the attempt
+// to resume from; it stays as the attempt started while the handler records
+// more.
 type Job[T JobArgs] struct {
 	*JobRow
 	Args T

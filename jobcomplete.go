@@ -20,6 +20,9 @@ type handlerScopeKey struct{}
 type handlerScope struct {
 	driver weirdriver.Driver
 	leases *lease.Table
+	// maxBytes is Config.MaxArgsBytes, which bounds RecordOutput's and
+	// SetProgress's values too.
+	maxBytes int
 }
 
 // JobCompleteTx completes job, which the handler whose context is ctx runs,
@@ -38,7 +41,9 @@ type handlerScope struct {
 // if tx committed, that write finds the job ended and changes nothing, and the
 // job counts as completed even if the handler then returned an error; if tx
 // rolled back, the handler's return decides, as if JobCompleteTx had not been
-// called. docs/handlers.md says more.
+// called. The output the handler recorded with RecordOutput before the call,
+// and its latest progress (SetProgress), are written in tx with the
+// completion. docs/handlers.md says more.
 func JobCompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
 	return jobCompleteTx(ctx, tx, job)
 }
@@ -68,7 +73,12 @@ func jobCompleteTx(ctx context.Context, tx any, job *JobRow) error {
 	if err != nil {
 		return fmt.Errorf("weir: JobCompleteTx: %w", err)
 	}
-	ok, err := exec.JobComplete(ctx, job.ID, job.LeaseToken)
+	// The output and progress recorded so far commit with the completion; a
+	// RecordOutput after this call is refused.
+	output, progress := scope.leases.Recorded(job.ID, job.LeaseToken)
+	ok, err := exec.JobComplete(ctx, &weirdriver.JobCompleteParams{
+		ID: job.ID, LeaseToken: job.LeaseToken, Output: output, Progress: progress,
+	})
 	if err != nil {
 		return fmt.Errorf("weir: JobCompleteTx: job %d: %w", job.ID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -360,6 +361,10 @@ func TestJobCompleteSQLTxSQLite(t *testing.T) {
 			lost <- err
 			return err
 		}
+		// The output recorded before the completion commits with it.
+		if err := weir.RecordOutput(ctx, map[string]int64{"ledger": job.ID}); err != nil {
+			return err
+		}
 		if err := weir.JobCompleteSQLTx(ctx, tx, job.JobRow); err != nil {
 			return err
 		}
@@ -408,5 +413,14 @@ func TestJobCompleteSQLTxSQLite(t *testing.T) {
 	// The first attempt's write rolled back; the second's committed.
 	if rows != 2 || j.Attempt != 2 || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "lease") {
 		t.Fatalf("ledger rows %d, reclaimed job attempt %d errors %+v", rows, j.Attempt, j.Errors)
+	}
+	for _, id := range []int64{done.Job.ID, reclaimed.Job.ID} {
+		j, err := c.JobGet(testCtx(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(`{"ledger":%d}`, id); string(j.Output) != want {
+			t.Errorf("job %d: output %s, want %s", id, j.Output, want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package weir_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver/weirpgx"
+	"github.com/weirq/weir/weirdriver/weirsqlite"
 	"github.com/weirq/weir/weirmigrate"
 )
 
@@ -128,3 +130,18 @@ type badJSONArgs struct {
 }
 
 func (badJSONArgs) Kind() string { return "bad" }
+
+// sqliteStore returns a migrated SQLite file of the test's own, closed at
+// cleanup.
+func sqliteStore(t *testing.T) *weirsqlite.Driver {
+	t.Helper()
+	d, err := weirsqlite.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if _, err := weirmigrate.New(d).Up(testCtx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

@@ -53,6 +53,16 @@ func finalizationOf(j *lease.Job, entry *workerEntry, policy RetryPolicy, err, c
 	return f
 }
 
+// withReturned puts into fin what the handler left when it returned: whether
+// it completed the job in its own transaction, the progress no renewal wrote
+// yet, and its output, stored only with a completion.
+func withReturned(fin *completer.Finalization, left lease.Returned) {
+	fin.CompletedInTx, fin.Params.Progress = left.CompletedInTx, left.Progress
+	if fin.Params.Outcome == weirdriver.OutcomeCompleted {
+		fin.Params.Output = left.Output
+	}
+}
+
 // eventOf is the event published when an outcome is written.
 func eventOf(o weirdriver.Outcome) EventKind {
 	switch o {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/weirdriver"
-	"github.com/weirq/weir/weirdriver/weirsqlite"
-	"github.com/weirq/weir/weirmigrate"
 )
 
 // tickArgs is a periodic job's args.
@@ -142,15 +139,7 @@ func TestPeriodicExactlyOnceAcrossLeaders(t *testing.T) {
 // bothStores returns a migrated PostgreSQL schema and SQLite file.
 func bothStores(t *testing.T) []weirdriver.Driver {
 	t.Helper()
-	lite, err := weirsqlite.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lite.Close() })
-	if _, err := weirmigrate.New(lite).Up(testCtx(t), nil); err != nil {
-		t.Fatal(err)
-	}
-	return []weirdriver.Driver{setup(t, nil).driver, lite}
+	return []weirdriver.Driver{setup(t, nil).driver, sqliteStore(t)}
 }
 
 // TestPeriodicMissedSlots: after a time without a leader, CatchUp says how

@@ -334,7 +334,7 @@ func (p *producer) run(j *lease.Job) {
 	// for idle handlers and then for the completer to drain, so a finalization
 	// submitted after the slot freed could miss the drain and be lost (the Awa
 	// 0.6 bug).
-	fin.CompletedInTx = p.leases.MarkReturned(j)
+	withReturned(fin, p.leases.MarkReturned(j))
 	if fin.CompletedInTx && err != nil {
 		// Whether the job failed is known when its outcome is written: its
 		// transaction may have committed the completion.

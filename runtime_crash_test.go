@@ -2,6 +2,7 @@ package weir_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,7 +28,8 @@ const (
 )
 
 // auditProbe records every execution, committed before the handler goes on; jobs
-// named "slow" then block until the process dies.
+// named "slow" then record their lease token as progress, which only a renewal
+// writes, and block until the process dies.
 func auditProbe(pool *pgxpool.Pool, schema, worker string) probeFunc {
 	return func(ctx context.Context, job *weir.Job[probeArgs]) error {
 		_, err := pool.Exec(ctx, "INSERT INTO "+schema+`.audit (job_id, attempt, lease_token, worker, started_at)
@@ -36,6 +38,9 @@ func auditProbe(pool *pgxpool.Pool, schema, worker string) probeFunc {
 			return err
 		}
 		if job.Args.Name == "slow" {
+			if err := weir.SetProgress(ctx, map[string]int64{"lease": job.LeaseToken}); err != nil {
+				return err
+			}
 			<-ctx.Done()
 			return context.Cause(ctx)
 		}
@@ -79,13 +84,14 @@ func childMain() int {
 
 // TestCrashBound is G9: after a SIGKILL, only the jobs that were running at the
 // kill run twice, and each becomes runnable again within lease duration + rescue
-// interval.
+// interval. The progress the killed attempts recorded, which their renewals
+// wrote, is what the next attempts see.
 func TestCrashBound(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := testCtx(t)
 	if _, err := b.pool.Exec(ctx, "CREATE TABLE "+b.schema+`.audit (
-		job_id bigint, attempt int, lease_token bigint, worker text, started_at timestamptz)`); err != nil {
+		job_id bigint, attempt int, lease_token bigint, worker text, started_at timestamptz, progress jsonb)`); err != nil {
 		t.Fatal(err)
 	}
 	var fast, slow []int64
@@ -105,7 +111,7 @@ func TestCrashBound(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 	waitFor(t, 30*time.Second, "the child to run every job", func() bool {
-		return b.count(t, "state = 'completed'") == 20 && b.count(t, "state = 'running'") == 3
+		return b.count(t, "state = 'completed'") == 20 && b.count(t, "state = 'running' AND progress IS NOT NULL") == 3
 	})
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -117,8 +123,8 @@ func TestCrashBound(t *testing.T) {
 	}
 
 	parent := b.start(t, crashConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
-		_, err := b.pool.Exec(ctx, "INSERT INTO "+b.schema+`.audit (job_id, attempt, lease_token, worker, started_at)
-			VALUES ($1, $2, $3, 'parent', clock_timestamp())`, job.ID, job.Attempt, job.LeaseToken)
+		_, err := b.pool.Exec(ctx, "INSERT INTO "+b.schema+`.audit (job_id, attempt, lease_token, worker, started_at, progress)
+			VALUES ($1, $2, $3, 'parent', clock_timestamp(), $4::text::jsonb)`, job.ID, job.Attempt, job.LeaseToken, progressText(job.Progress))
 		return err
 	})))
 	waitFor(t, 30*time.Second, "every job to complete", func() bool { return b.count(t, "state = 'completed'") == 23 })
@@ -149,6 +155,20 @@ func TestCrashBound(t *testing.T) {
 		if len(j.Errors) != 1 {
 			t.Fatalf("job %d errors %+v", id, j.Errors)
 		}
+		// The parent's attempt saw the progress of the child's, written under
+		// the child's lease: never a value from its own or a later lease.
+		var childToken, parentToken int64
+		var seen *int64
+		if err := b.pool.QueryRow(ctx, `SELECT
+			(SELECT lease_token FROM `+b.schema+`.audit WHERE job_id = $1 AND worker = 'child'),
+			(SELECT lease_token FROM `+b.schema+`.audit WHERE job_id = $1 AND worker = 'parent'),
+			(SELECT (progress->>'lease')::bigint FROM `+b.schema+`.audit WHERE job_id = $1 AND worker = 'parent')`,
+			id).Scan(&childToken, &parentToken, &seen); err != nil {
+			t.Fatal(err)
+		}
+		if seen == nil || *seen != childToken || childToken >= parentToken {
+			t.Errorf("job %d: the parent's attempt (lease %d) saw progress of lease %v, want the child's (%d)", id, parentToken, seen, childToken)
+		}
 		// The rescue's error entry carries the database time at which the job
 		// became runnable again. The bound is the contract's; 100 ms more allows for
 		// the rescue statement itself and the timers' scheduling.
@@ -156,4 +176,13 @@ func TestCrashBound(t *testing.T) {
 			t.Errorf("job %d runnable again %s after the kill; the bound is %s", id, late, bound)
 		}
 	}
+}
+
+// progressText is a job's progress as a text parameter: NULL when none.
+func progressText(p json.RawMessage) *string {
+	if p == nil {
+		return nil
+	}
+	s := string(p)
+	return &s
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/weirdriver"
-	"github.com/weirq/weir/weirdriver/weirsqlite"
-	"github.com/weirq/weir/weirmigrate"
 )
 
 // store is a client on one of the two stores, for the tests that must hold on
@@ -54,15 +51,7 @@ func stores(t *testing.T, fn func(t *testing.T, s *store)) {
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		driver, err := weirsqlite.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { driver.Close() })
-		if _, err := weirmigrate.New(driver).Up(testCtx(t), nil); err != nil {
-			t.Fatal(err)
-		}
-		client, err := weir.NewClient(driver, nil)
+		client, err := weir.NewClient(sqliteStore(t), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

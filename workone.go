@@ -76,7 +76,7 @@ func (c *Client) workOne(ctx context.Context, exec weirdriver.Executor, id int64
 	j := lease.NewJob(row, prepare(entry, row), sent.Add(c.config.LeaseDuration))
 	leases := lease.NewTable(func(*lease.Job, string) {})
 	leases.Add([]*lease.Job{j})
-	leases.MarkRunning(j, context.WithValue(ctx, handlerScopeKey{}, &handlerScope{driver: c.driver, leases: leases}))
+	leases.MarkRunning(j, context.WithValue(ctx, handlerScopeKey{}, &handlerScope{driver: c.driver, leases: leases, maxBytes: c.config.MaxArgsBytes}))
 	hctx := leases.HandlerContext(j)
 	if timeout := timeoutOf(entry, row, c.config.JobTimeout); timeout > 0 {
 		var cancel context.CancelFunc
@@ -88,7 +88,8 @@ func (c *Client) workOne(ctx context.Context, exec weirdriver.Executor, id int64
 	handlerErr := invoke(hctx, handlerOf(c.config.WorkerMiddleware, j, entry))
 	fin := finalizationOf(j, entry, c.config.RetryPolicy, handlerErr, context.Cause(hctx), time.Since(start))
 	run := &attemptRun{event: eventOf(fin.Params.Outcome), err: handlerErr}
-	if leases.MarkReturned(j) {
+	withReturned(fin, leases.MarkReturned(j))
+	if fin.CompletedInTx {
 		// The handler completed the job in its transaction: its fate is that
 		// transaction's, and the job reads completed only if it is exec's.
 		run.event = EventJobCompleted

@@ -12,6 +12,8 @@ func CheckRenew(p *JobRenewParams) error {
 	switch {
 	case len(p.IDs) != len(p.LeaseTokens):
 		return fmt.Errorf("%d ids but %d tokens", len(p.IDs), len(p.LeaseTokens))
+	case len(p.Progress) != 0 && len(p.Progress) != len(p.IDs):
+		return fmt.Errorf("%d ids but %d progress entries", len(p.IDs), len(p.Progress))
 	case p.LeaseDuration < time.Microsecond:
 		return fmt.Errorf("lease duration %v is less than 1µs", p.LeaseDuration)
 	}

@@ -147,15 +147,26 @@ type Inserter interface {
 	// BeginInsert starts a transaction, or a savepoint inside one, so that the
 	// inserts of one batch apply whole or not at all. On an Executor it is Begin.
 	BeginInsert(ctx context.Context) (InserterTx, error)
-	// JobComplete completes job id in the current transaction, fenced as
+	// JobComplete completes job p.ID in the current transaction, fenced as
 	// JobFinalize's completion is: only while the job is running under
-	// leaseToken, a requested cancel making it cancelled instead. It reports
+	// p.LeaseToken, a requested cancel making it cancelled instead. It writes
+	// p.Output and p.Progress as JobFinalize does a completion's. It reports
 	// whether it applied (false: stale, nothing changed). The row stays locked
 	// until the transaction ends, so no rescue or claim can take the job
 	// meanwhile.
-	JobComplete(ctx context.Context, id, leaseToken int64) (bool, error)
+	JobComplete(ctx context.Context, p *JobCompleteParams) (bool, error)
 	// JobList lists jobs in id order (see JobListParams).
 	JobList(ctx context.Context, params *JobListParams) ([]*weirtype.JobRow, error)
+}
+
+// JobCompleteParams is one completion in a caller's transaction
+// (Inserter.JobComplete).
+type JobCompleteParams struct {
+	ID         int64
+	LeaseToken int64
+	// Output and Progress are written as JobFinalizeParams' are.
+	Output   json.RawMessage
+	Progress json.RawMessage
 }
 
 // InserterTx is an Inserter inside a transaction (or savepoint) it owns.

@@ -2,6 +2,7 @@ package weirdriver
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/weirq/weir/weirtype"
@@ -70,6 +71,15 @@ type JobFinalizeParams struct {
 	// Error, when set, is appended to the job's errors. A zero Attempt takes the
 	// job's current attempt, a zero At the database's now().
 	Error *weirtype.AttemptError
+	// Output, when set, is the JSON value the attempt recorded
+	// (weir.RecordOutput): written to the job's output only when the outcome
+	// that applies is a completion (not when a requested cancel wins), and
+	// ignored otherwise. A completion without it leaves output as it was.
+	Output json.RawMessage
+	// Progress, when set, is the attempt's latest progress (weir.SetProgress)
+	// not yet written: it replaces the job's progress whatever the outcome.
+	// Unset leaves progress as it was.
+	Progress json.RawMessage
 }
 
 // JobRenewParams renews a batch of leases: IDs[i] under LeaseTokens[i].
@@ -78,6 +88,11 @@ type JobRenewParams struct {
 	LeaseTokens []int64
 	// LeaseDuration is the new lease length, from the database's now().
 	LeaseDuration time.Duration
+	// Progress, when not empty, runs parallel to IDs: Progress[i], when set,
+	// is written as the job's progress by the same fenced update that renews
+	// its lease (nothing when the lease is lost or busy); an unset entry
+	// leaves progress as it was.
+	Progress []json.RawMessage
 }
 
 // JobRenewResult says what a renewal found. Each list keeps the order of the

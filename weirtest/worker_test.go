@@ -1,8 +1,10 @@
 package weirtest_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -45,6 +47,11 @@ func (taskWorker) Work(ctx context.Context, job *weir.Job[task]) error {
 	case "hang":
 		<-ctx.Done()
 		return context.Cause(ctx)
+	case "output":
+		if err := weir.SetProgress(ctx, map[string]int{"done": 3}); err != nil {
+			return err
+		}
+		return weir.RecordOutput(ctx, map[string]bool{"sent": true})
 	case "middleware":
 		if v, _ := ctx.Value(ctxKey{}).(string); v != "set by middleware" {
 			return errors.New("the middleware's value is missing")
@@ -74,6 +81,7 @@ func TestWorker(t *testing.T) {
 		}{
 			{"ok", weir.EventJobCompleted, weir.JobStateCompleted, ""},
 			{"middleware", weir.EventJobCompleted, weir.JobStateCompleted, ""},
+			{"output", weir.EventJobCompleted, weir.JobStateCompleted, ""},
 			{"fail", weir.EventJobFailed, weir.JobStateRetryable, "it failed"},
 			{"snooze", weir.EventJobSnoozed, weir.JobStateScheduled, "snooze"},
 			{"cancel", weir.EventJobCancelled, weir.JobStateCancelled, "no point"},
@@ -111,6 +119,9 @@ func TestWorker(t *testing.T) {
 						t.Fatalf("%s: handler error %v", c.do, res.Err)
 					case c.err != "" && (res.Err == nil || !strings.Contains(res.Err.Error(), c.err)):
 						t.Fatalf("%s: handler error %v, want one saying %q", c.do, res.Err, c.err)
+					}
+					if c.do == "output" && (compact(t, res.Job.Output) != `{"sent":true}` || compact(t, res.Job.Progress) != `{"done":3}`) {
+						t.Fatalf("output %s, progress %s", res.Job.Output, res.Job.Progress)
 					}
 					if c.state == weir.JobStateRetryable && (len(res.Job.Errors) != 1 || !strings.Contains(res.Job.Errors[0].Error, c.err)) {
 						t.Fatalf("%s: errors recorded %+v", c.do, res.Job.Errors)
@@ -204,4 +215,14 @@ func TestWorkerRefusesInsertOnlyTx(t *testing.T) {
 		t.Fatalf("Work in a database/sql transaction on PostgreSQL: %v", err)
 	}
 	weirtest.RequireNotInserted(t.Context(), t, weirtest.Tx(t, s.driver, tx), task{}, nil)
+}
+
+// compact returns JSON without its spaces (PostgreSQL's jsonb adds some).
+func compact(t *testing.T, b []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("%q: %v", b, err)
+	}
+	return buf.String()
 }

@@ -91,6 +91,17 @@ type JobRow struct {
 	ReleaseCount int
 	// CancelRequestedAt is set when an operator asked a running job to stop.
 	CancelRequestedAt *time.Time
+	// Output is the JSON value the handler recorded with weir.RecordOutput in
+	// the attempt that completed the job, written with the completion; nil
+	// when none was recorded.
+	Output json.RawMessage
+	// Progress is the latest JSON value a handler recorded with
+	// weir.SetProgress that reached the database: written with a lease
+	// renewal or with an attempt's outcome, under the lease it was recorded
+	// under, and kept when the job completes. In a handler's job it is what
+	// earlier attempts left, so that the attempt can resume; nil when none
+	// was recorded.
+	Progress json.RawMessage
 }
 
 // AttemptError records one failed attempt.

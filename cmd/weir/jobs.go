@@ -318,6 +318,8 @@ func jobsShow(ctx context.Context, e *env, fs *flag.FlagSet, o *jobsOpts, client
 	field("max_attempts", strconv.Itoa(job.MaxAttempts))
 	field("args", string(job.Args))
 	field("metadata", orDash(string(job.Metadata)))
+	field("output", orDash(string(job.Output)))
+	field("progress", orDash(string(job.Progress)))
 	field("tags", orDash(strings.Join(job.Tags, ",")))
 	field("scheduled_at", fullTime(job.ScheduledAt))
 	field("created_at", fullTime(job.CreatedAt))
@@ -454,6 +456,9 @@ type jobJSON struct {
 	UniqueKey         *string             `json:"unique_key"`
 	UniqueStates      []weir.JobState     `json:"unique_states"`
 	Errors            []weir.AttemptError `json:"errors"`
+	// Output and Progress are null when the job has none.
+	Output   json.RawMessage `json:"output"`
+	Progress json.RawMessage `json:"progress"`
 }
 
 func newJobJSON(j *weir.JobRow) *jobJSON {
@@ -465,6 +470,7 @@ func newJobJSON(j *weir.JobRow) *jobJSON {
 		LeaseToken: j.LeaseToken, LeaseExpiresAt: utcPtr(j.LeaseExpiresAt),
 		CancelRequestedAt: utcPtr(j.CancelRequestedAt), ReleaseCount: j.ReleaseCount,
 		Tags: j.Tags, Metadata: j.Metadata, UniqueStates: j.UniqueStates, Errors: j.Errors,
+		Output: j.Output, Progress: j.Progress,
 	}
 	// Lists are never null, so that scripts can iterate them without a check;
 	// the unique fields are null exactly when the job is not unique.

@@ -140,7 +140,7 @@ func TestJobsShow(t *testing.T) {
 	decodeJSON(t, r.stdout, &fields)
 	want := []string{"args", "attempt", "attempted_at", "attempted_by", "cancel_requested_at", "created_at",
 		"errors", "finalized_at", "id", "kind", "lease_expires_at", "lease_token", "max_attempts", "metadata",
-		"priority", "queue", "release_count", "scheduled_at", "state", "tags", "unique_key", "unique_states"}
+		"output", "priority", "progress", "queue", "release_count", "scheduled_at", "state", "tags", "unique_key", "unique_states"}
 	var got []string
 	for k := range fields {
 		got = append(got, k)
@@ -173,7 +173,7 @@ func TestJobsShow(t *testing.T) {
 	for _, line := range []string{
 		fmt.Sprintf("id: %d", f.failed), "kind: fix.failed", "queue: flaky", "state: retryable",
 		"attempt: 1", "max_attempts: 25", "args: {}", "tags: t1,t2", "attempted_by: fixture",
-		"lease_token: 1", "lease_expires_at: -", "unique_key: -", "errors: 1",
+		"lease_token: 1", "lease_expires_at: -", "unique_key: -", "errors: 1", "output: -", "progress: -",
 	} {
 		if !slices.Contains(normalizedLines(r.stdout), line) {
 			t.Errorf("show does not print %q:\n%s", line, r.stdout)
@@ -296,8 +296,9 @@ func TestJobsShowEscapes(t *testing.T) {
 	if _, err := pool.Exec(t.Context(), `UPDATE `+pgx.Identifier{f.schema, "weir_job"}.Sanitize()+` SET
 		errors = jsonb_build_array(jsonb_build_object('attempt', 1, 'at', now(), 'error', $2::text, 'trace', $3::text)),
 		args = jsonb_build_object('s', $4::text), metadata = jsonb_build_object('m', $5::text),
-		attempted_by = $6, tags = $7
-		WHERE id = $1`, f.failed, evilError, evilTrace, "\u202e\u0085x\u2066", "\x1b[1m", "host\x1b[5m", []string{"t\u202e1", "t\x1b2"}); err != nil {
+		attempted_by = $6, tags = $7, output = to_jsonb($8::text), progress = jsonb_build_object('p', $9::text)
+		WHERE id = $1`, f.failed, evilError, evilTrace, "\u202e\u0085x\u2066", "\x1b[1m", "host\x1b[5m", []string{"t\u202e1", "t\x1b2"},
+		"done\u202e\x1b[2J", "\u2066step\u0085"); err != nil {
 		t.Fatal(err)
 	}
 	r := f.weir(t, "jobs", "show", fmt.Sprint(f.failed))
@@ -305,6 +306,7 @@ func TestJobsShowEscapes(t *testing.T) {
 	wantTerminalSafe(t, r.stdout)
 	for _, s := range []string{
 		`args: {"s": "\u202e\u0085x\u2066"}`, `metadata: {"m": "\u001b[1m"}`, `attempted_by: host\x1b[5m`, `tags: t\u202e1,t\x1b2`,
+		`output: "done\u202e\u001b[2J"`, `progress: {"p": "\u2066step\u0085"}`,
 	} {
 		if !slices.Contains(normalizedLines(r.stdout), s) {
 			t.Errorf("show does not print %q:\n%s", s, r.stdout)
@@ -323,6 +325,14 @@ func TestJobsShowEscapes(t *testing.T) {
 	var attempt weir.AttemptError
 	if err := json.Unmarshal(job.Errors[0], &attempt); err != nil || attempt.Error != evilError || attempt.Trace != evilTrace {
 		t.Errorf("show --json: %+v, %v", attempt, err)
+	}
+	var output string
+	var progress struct{ P string }
+	if err := json.Unmarshal(job.Output, &output); err != nil || output != "done\u202e\x1b[2J" {
+		t.Errorf("show --json: output %s, %v", job.Output, err)
+	}
+	if err := json.Unmarshal(job.Progress, &progress); err != nil || progress.P != "\u2066step\u0085" {
+		t.Errorf("show --json: progress %s, %v", job.Progress, err)
 	}
 
 	r = f.weir(t, "jobs", "list")

@@ -687,6 +687,8 @@ type shownJob struct {
 	UniqueKey         *string           `json:"unique_key"`
 	UniqueStates      []string          `json:"unique_states"`
 	Errors            []json.RawMessage `json:"errors"`
+	Output            json.RawMessage   `json:"output"`
+	Progress          json.RawMessage   `json:"progress"`
 }
 
 // decodeJSON decodes out, which must hold exactly one JSON value, into v.

@@ -124,22 +124,25 @@ func (h *Heartbeat) renew(ctx context.Context) {
 	// the deadline checks run apart from it.
 	ctx, cancel := context.WithTimeout(ctx, h.Budget())
 	defer cancel()
-	ids, tokens := h.cfg.Leases.Snapshot()
-	if len(ids) == 0 {
+	snap := h.cfg.Leases.Snapshot()
+	if len(snap.IDs) == 0 {
 		return
 	}
 	sent := time.Now()
 	h.cfg.Renewals.Add(1)
+	// The progress handlers recorded since the last renewal rides in the same
+	// fenced statement: no statement of its own, and nothing written for a
+	// lease that is gone.
 	res, err := h.cfg.Exec.JobRenew(ctx, &weirdriver.JobRenewParams{
-		IDs: ids, LeaseTokens: tokens, LeaseDuration: h.cfg.LeaseDuration,
+		IDs: snap.IDs, LeaseTokens: snap.Tokens, LeaseDuration: h.cfg.LeaseDuration, Progress: snap.Progress,
 	})
 	if err != nil {
 		if ctx.Err() == nil || h.cfg.Hard.Err() == nil {
-			h.cfg.Warn("weir: renew leases", slog.Int("leases", len(ids)), slog.Any("error", err))
+			h.cfg.Warn("weir: renew leases", slog.Int("leases", len(snap.IDs)), slog.Any("error", err))
 		}
 		return
 	}
-	h.cfg.Leases.ApplyRenewal(ids, tokens, res, sent.Add(h.Budget()))
+	h.cfg.Leases.ApplyRenewal(snap, res, sent.Add(h.Budget()))
 }
 
 // RenewSoon asks the heartbeat for an early renewal, which reports the running

@@ -4,6 +4,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -45,6 +46,25 @@ type Job struct {
 	// transaction's, and a lease that renewals find gone is not lost but, once
 	// the transaction commits, ended.
 	completedInTx bool
+	// progress is the latest progress the handler recorded (weir.SetProgress);
+	// progressSet counts the times it did, and progressSent is the count the
+	// last write that carried it (a renewal or the outcome) was made from, so
+	// that a value is sent again only once it changed.
+	progress                  json.RawMessage
+	progressSet, progressSent uint64
+	// output is the output the handler recorded (weir.RecordOutput); nil when
+	// none.
+	output json.RawMessage
+}
+
+// jobKey keys the Job in the contexts its handler runs with.
+type jobKey struct{}
+
+// FromContext returns the job whose handler runs with ctx, or a context derived
+// from it, or nil.
+func FromContext(ctx context.Context) *Job {
+	j, _ := ctx.Value(jobKey{}).(*Job)
+	return j
 }
 
 // NewJob returns the lease on row that a claim sent at a time that makes
@@ -104,7 +124,7 @@ func (t *Table) MarkRunning(j *Job, base context.Context) bool {
 		return false
 	}
 	j.state = running
-	j.ctx, j.cancel = context.WithCancelCause(base)
+	j.ctx, j.cancel = context.WithCancelCause(context.WithValue(base, jobKey{}, j))
 	return true
 }
 
@@ -115,17 +135,77 @@ func (t *Table) HandlerContext(j *Job) context.Context {
 	return j.ctx
 }
 
+// Returned is what an attempt left when its handler returned.
+type Returned struct {
+	// CompletedInTx is set when the handler completed the job in its own
+	// transaction (MarkCompletedInTx).
+	CompletedInTx bool
+	// Output is the output the handler recorded; nil when none.
+	Output json.RawMessage
+	// Progress is the progress the handler recorded that no renewal has
+	// carried yet, for the outcome to write; nil when there is none.
+	Progress json.RawMessage
+}
+
 // MarkReturned moves j to finalizing: its handler returned, or, for a buffered
-// job given back, never ran. It reports whether the handler completed the job
-// in its own transaction (MarkCompletedInTx).
-func (t *Table) MarkReturned(j *Job) (completedInTx bool) {
+// job given back, never ran. It returns what the attempt left for its outcome
+// to write; from then on SetProgress and RecordOutput refuse j.
+func (t *Table) MarkReturned(j *Job) Returned {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	j.state = finalizing
 	if j.cancel != nil {
 		j.cancel(context.Canceled) // release the context's resources
 	}
-	return j.completedInTx
+	r := Returned{CompletedInTx: j.completedInTx, Output: j.output}
+	if j.progressSet != j.progressSent {
+		r.Progress, j.progressSent = j.progress, j.progressSet
+	}
+	return r
+}
+
+// SetProgress records v as the progress of j, whose handler runs, for the
+// next renewal (or the outcome) to write. It returns false, recording
+// nothing, when j's handler has returned.
+func (t *Table) SetProgress(j *Job, v json.RawMessage) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if j.state != running {
+		return false
+	}
+	j.progress = v
+	j.progressSet++
+	return true
+}
+
+// RecordOutput records v as the output of j, whose handler runs, for its
+// completion to write; the last value recorded wins. It records nothing when
+// j's handler has returned (runs is false) or completed the job in its own
+// transaction, which wrote the output then (completedInTx).
+func (t *Table) RecordOutput(j *Job, v json.RawMessage) (runs, completedInTx bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if j.state != running || j.completedInTx {
+		return j.state == running, j.completedInTx
+	}
+	j.output = v
+	return true, false
+}
+
+// Recorded returns the output and the latest progress that the handler of job
+// id under lease token recorded (nil: none), for a completion in its own
+// transaction (weir.JobCompleteTx) to write.
+func (t *Table) Recorded(id, token int64) (output, progress json.RawMessage) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j := t.jobs[id]
+	if j == nil || j.Token != token {
+		return nil, nil
+	}
+	if j.progressSet > 0 {
+		progress = j.progress
+	}
+	return j.output, progress
 }
 
 // Standing says how the table holds job id under lease token: held is whether
@@ -183,36 +263,73 @@ func (t *Table) IsRunning(id int64) bool {
 	return j != nil && j.state == running
 }
 
-// Snapshot returns the ids and tokens of every lease held.
-func (t *Table) Snapshot() (ids, tokens []int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ids = make([]int64, 0, len(t.jobs))
-	tokens = make([]int64, 0, len(t.jobs))
-	for id, j := range t.jobs {
-		if !j.lost {
-			ids = append(ids, id)
-			tokens = append(tokens, j.Token)
-		}
-	}
-	return ids, tokens
+// Renewal is a snapshot of the leases held, for one renewal statement.
+type Renewal struct {
+	IDs, Tokens []int64
+	// Progress runs parallel to IDs: the progress of each job that changed
+	// since a write last carried it, nil for the others. It is nil when none
+	// changed.
+	Progress []json.RawMessage
+	// sets runs parallel to Progress: the progressSet each entry was taken at.
+	sets []uint64
 }
 
-// ApplyRenewal applies the result of a renewal of the leases ids and tokens
-// (a snapshot) sent at a time that makes deadline the renewed leases' new local
-// deadline: it moves those deadlines, cancels the handlers whose cancel an
+// Snapshot returns the leases held, with the progress that changed since it
+// was last sent.
+func (t *Table) Snapshot() *Renewal {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := &Renewal{IDs: make([]int64, 0, len(t.jobs)), Tokens: make([]int64, 0, len(t.jobs))}
+	for id, j := range t.jobs {
+		if j.lost {
+			continue
+		}
+		changed := j.progressSet != j.progressSent
+		if changed && r.Progress == nil {
+			r.Progress, r.sets = make([]json.RawMessage, len(r.IDs), cap(r.IDs)), make([]uint64, len(r.IDs), cap(r.IDs))
+		}
+		r.IDs = append(r.IDs, id)
+		r.Tokens = append(r.Tokens, j.Token)
+		if r.Progress != nil {
+			var p json.RawMessage
+			if changed {
+				p = j.progress
+			}
+			r.Progress, r.sets = append(r.Progress, p), append(r.sets, j.progressSet)
+		}
+	}
+	return r
+}
+
+// ApplyRenewal applies the result of renewal r sent at a time that makes
+// deadline the renewed leases' new local deadline: it moves those deadlines,
+// marks the progress it wrote as sent, cancels the handlers whose cancel an
 // operator requested, and loses the leases the renewal found gone. A lease
 // claimed again since the snapshot (another token) is left alone.
-func (t *Table) ApplyRenewal(ids, tokens []int64, res *weirdriver.JobRenewResult, deadline time.Time) {
-	tokenOf := make(map[int64]int64, len(ids))
-	for i, id := range ids {
-		tokenOf[id] = tokens[i]
+func (t *Table) ApplyRenewal(r *Renewal, res *weirdriver.JobRenewResult, deadline time.Time) {
+	tokenOf := make(map[int64]int64, len(r.IDs))
+	for i, id := range r.IDs {
+		tokenOf[id] = r.Tokens[i]
+	}
+	var setOf map[int64]uint64
+	if r.Progress != nil {
+		setOf = make(map[int64]uint64)
+		for i, p := range r.Progress {
+			if p != nil {
+				setOf[r.IDs[i]] = r.sets[i]
+			}
+		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, id := range res.Renewed {
 		if j := t.jobs[id]; j != nil && j.Token == tokenOf[id] && !j.lost {
 			j.deadline = deadline
+			// The renewal wrote the progress it carried; a change since (or one
+			// the outcome took already) stays as it is.
+			if set, ok := setOf[id]; ok && set > j.progressSent {
+				j.progressSent = set
+			}
 		}
 	}
 	for _, id := range res.CancelRequested {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -39,8 +40,8 @@ func TestLostWhileBuffered(t *testing.T) {
 	if tab.MarkRunning(j, context.Background()) {
 		t.Fatal("MarkRunning started a job whose lease was lost")
 	}
-	if ids, _ := tab.Snapshot(); len(ids) != 0 {
-		t.Fatalf("snapshot %v still holds the lost lease", ids)
+	if snap := tab.Snapshot(); len(snap.IDs) != 0 {
+		t.Fatalf("snapshot %v still holds the lost lease", snap.IDs)
 	}
 }
 
@@ -57,10 +58,10 @@ func TestApplyRenewal(t *testing.T) {
 			t.Fatalf("job %d: MarkRunning refused", j.Row.ID)
 		}
 	}
-	ids, tokens := tab.Snapshot()
+	snap := tab.Snapshot()
 	newer := job(4, 2, now.Add(time.Hour)) // job 4 was taken again under token 2
 	tab.Add([]*Job{newer})
-	tab.ApplyRenewal(ids, tokens, &weirdriver.JobRenewResult{
+	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{
 		Renewed: []int64{1}, CancelRequested: []int64{2}, Lost: []int64{3, 4},
 	}, now.Add(time.Minute))
 
@@ -96,5 +97,77 @@ func TestLostWhileFinalizing(t *testing.T) {
 	}
 	if rows := tab.Running(); len(rows) != 0 {
 		t.Fatalf("a finalizing job is listed running: %v", rows)
+	}
+}
+
+// TestProgressSentOnce: a renewal carries the progress that changed since a
+// write last carried it, and only that; a renewal that renewed marks what it
+// carried as sent, one that did not (busy) leaves it to the next; a change
+// made while a renewal was in flight is sent again; the outcome takes what no
+// renewal carried; SetProgress and RecordOutput refuse a returned handler.
+func TestProgressSentOnce(t *testing.T) {
+	tab, _ := table(t)
+	now := time.Now()
+	a, b := job(1, 1, now.Add(time.Hour)), job(2, 1, now.Add(time.Hour))
+	tab.Add([]*Job{a, b})
+	for _, j := range []*Job{a, b} {
+		if !tab.MarkRunning(j, context.Background()) {
+			t.Fatal("MarkRunning refused")
+		}
+		if FromContext(tab.HandlerContext(j)) != j {
+			t.Fatal("the handler's context does not carry its job")
+		}
+	}
+	progressOf := func(r *Renewal, id int64) string {
+		for i, x := range r.IDs {
+			if x == id && r.Progress != nil {
+				return string(r.Progress[i])
+			}
+		}
+		return ""
+	}
+	if snap := tab.Snapshot(); snap.Progress != nil {
+		t.Fatalf("a snapshot without changes carries progress %q", snap.Progress)
+	}
+	tab.SetProgress(a, json.RawMessage(`1`))
+	tab.SetProgress(a, json.RawMessage(`2`))
+	snap := tab.Snapshot()
+	if progressOf(snap, 1) != "2" || progressOf(snap, 2) != "" {
+		t.Fatalf("snapshot carries %q for a and %q for b, want the latest for a only", progressOf(snap, 1), progressOf(snap, 2))
+	}
+	// Busy: not renewed, so sent again next time.
+	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{Renewed: []int64{2}, Busy: []int64{1}}, now.Add(time.Hour))
+	if snap = tab.Snapshot(); progressOf(snap, 1) != "2" {
+		t.Fatalf("after a busy renewal the snapshot carries %q, want 2 again", progressOf(snap, 1))
+	}
+	// A change while the renewal is in flight stays to send.
+	tab.SetProgress(a, json.RawMessage(`3`))
+	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{Renewed: []int64{1, 2}}, now.Add(time.Hour))
+	if snap = tab.Snapshot(); progressOf(snap, 1) != "3" {
+		t.Fatalf("a change during the renewal: snapshot carries %q, want 3", progressOf(snap, 1))
+	}
+	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{Renewed: []int64{1, 2}}, now.Add(time.Hour))
+	if snap = tab.Snapshot(); snap.Progress != nil {
+		t.Fatalf("after the renewal wrote it the snapshot carries %q", snap.Progress)
+	}
+	// The outcome takes only what no renewal carried.
+	if ret := tab.MarkReturned(a); ret.Progress != nil {
+		t.Fatalf("the outcome carries %s, which a renewal wrote", ret.Progress)
+	}
+	tab.SetProgress(b, json.RawMessage(`"b"`))
+	if ok, _ := tab.RecordOutput(b, json.RawMessage(`"out"`)); !ok {
+		t.Fatal("RecordOutput refused a running handler")
+	}
+	if ret := tab.MarkReturned(b); string(ret.Progress) != `"b"` || string(ret.Output) != `"out"` {
+		t.Fatalf("the outcome carries progress %s output %s", ret.Progress, ret.Output)
+	}
+	if tab.SetProgress(b, json.RawMessage(`4`)) {
+		t.Fatal("SetProgress took a value after the handler returned")
+	}
+	if ok, _ := tab.RecordOutput(b, json.RawMessage(`4`)); ok {
+		t.Fatal("RecordOutput took a value after the handler returned")
+	}
+	if snap = tab.Snapshot(); snap.Progress != nil {
+		t.Fatalf("after the outcome took it the snapshot carries %q", snap.Progress)
 	}
 }

@@ -328,7 +328,7 @@ func testJobComplete(t *testing.T, d weirdriver.Driver) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx(t)) //nolint:errcheck // a no-op after Commit
-		ok, err := tx.JobComplete(ctx(t), id, token)
+		ok, err := tx.JobComplete(ctx(t), &weirdriver.JobCompleteParams{ID: id, LeaseToken: token})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -66,6 +66,9 @@ func Run(t *testing.T, setup Setup) {
 		{"FinalizeRetryPastMaxAttempts", testFinalizeRetryPastMaxAttempts},
 		{"RuntimeNotifies", testRuntimeNotifies},
 		{"Renew", testRenew},
+		{"RenewWritesProgress", testRenewWritesProgress},
+		{"FinalizeOutputProgress", testFinalizeOutputProgress},
+		{"JobCompleteOutputProgress", testJobCompleteOutputProgress},
 		{"Rescue", testRescue},
 		{"Schedule", testSchedule},
 		{"Prune", testPrune},
@@ -162,6 +165,11 @@ func testRuntimeRejectsBadParams(t *testing.T, d weirdriver.Driver) {
 	if _, err := exec.JobRenew(ctx(t), &weirdriver.JobRenewParams{IDs: []int64{job.ID}, LeaseDuration: time.Minute}); err == nil {
 		t.Error("renew with more ids than tokens succeeded")
 	}
+	if _, err := exec.JobRenew(ctx(t), &weirdriver.JobRenewParams{IDs: []int64{job.ID}, LeaseTokens: []int64{job.LeaseToken},
+		LeaseDuration: time.Minute, Progress: []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`2`)}}); err == nil {
+		t.Error("renew with more progress entries than ids succeeded")
+	}
+	sameRow(t, d, "rejected renew", job)
 	if _, err := exec.JobRescue(ctx(t), &weirdriver.JobRescueParams{}); err == nil {
 		t.Error("rescue with limit 0 succeeded")
 	}

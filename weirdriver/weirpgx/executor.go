@@ -477,6 +477,7 @@ func (s *jobScan) dest() []any {
 		&j.MaxAttempts, &j.ScheduledAt, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt,
 		&j.LeaseToken, &j.LeaseExpiresAt, &s.attemptedBy, &s.errors, &s.tags,
 		(*[]byte)(&j.Metadata), &j.UniqueKey, &s.uniqueStates, &j.ReleaseCount, &j.CancelRequestedAt,
+		(*[]byte)(&j.Output), (*[]byte)(&j.Progress),
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 const jobColumns = `id, state, queue, kind, args, priority, attempt, max_attempts,
 	scheduled_at, created_at, attempted_at, finalized_at, lease_token, lease_expires_at,
 	attempted_by, errors, to_jsonb(tags), metadata, unique_key, unique_states,
-	release_count, cancel_requested_at`
+	release_count, cancel_requested_at, output, progress`
 
 // jobInsertQuietSQL inserts every job in one statement. A job whose unique key
 // is taken is not inserted: the holder is returned instead, changed first when

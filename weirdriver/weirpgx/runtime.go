@@ -3,6 +3,7 @@ package weirpgx
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -74,9 +75,12 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		errAt      = make([]pgtype.Timestamptz, n)
 		errMessage = make([]pgtype.Text, n)
 		errTrace   = make([]pgtype.Text, n)
+		output     = make([]pgtype.Text, n)
+		progress   = make([]pgtype.Text, n)
 	)
 	for i, p := range params {
 		ids[i], tokens[i], outcomes[i] = p.ID, p.LeaseToken, string(p.Outcome)
+		output[i], progress[i] = jsonText(p.Output), jsonText(p.Progress)
 		if !p.ScheduledAt.IsZero() {
 			scheduled[i] = pgtype.Timestamptz{Time: weirdriver.ClampTime(p.ScheduledAt), Valid: true}
 		}
@@ -88,7 +92,7 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 		}
 	}
 	r, err := e.db.Query(ctx, e.q.jobFinalize, ids, tokens, outcomes, scheduled,
-		errAttempt, errAt, errMessage, errTrace, e.q.insertChannel)
+		errAttempt, errAt, errMessage, errTrace, e.q.insertChannel, output, progress)
 	if err != nil {
 		return nil, fmt.Errorf("finalize jobs: %w", err)
 	}
@@ -134,12 +138,14 @@ func allPlainCompletions(params []*weirdriver.JobFinalizeParams) bool {
 func (e *executor) jobComplete(ctx context.Context, params []*weirdriver.JobFinalizeParams) ([]bool, error) {
 	n := len(params)
 	ids, tokens := make([]int64, n), make([]int64, n)
+	output, progress := make([]pgtype.Text, n), make([]pgtype.Text, n)
 	at := make(map[int64]int, n)
 	for i, p := range params {
 		ids[i], tokens[i] = p.ID, p.LeaseToken
+		output[i], progress[i] = jsonText(p.Output), jsonText(p.Progress)
 		at[p.ID] = i
 	}
-	r, err := e.db.Query(ctx, e.q.jobComplete, ids, tokens)
+	r, err := e.db.Query(ctx, e.q.jobComplete, ids, tokens, output, progress)
 	if err != nil {
 		return nil, fmt.Errorf("finalize jobs: %w", err)
 	}
@@ -164,11 +170,16 @@ func (e *executor) jobComplete(ctx context.Context, params []*weirdriver.JobFina
 
 // JobComplete implements weirdriver.Inserter: one fenced completion, in the
 // transaction e runs in (or alone on the pool).
-func (e *executor) JobComplete(ctx context.Context, id, leaseToken int64) (_ bool, err error) {
+func (e *executor) JobComplete(ctx context.Context, p *weirdriver.JobCompleteParams) (_ bool, err error) {
 	defer func() { err = schemaErr(err) }()
 	var got int64
-	err = e.db.QueryRow(ctx, e.q.jobCompleteOne, id, leaseToken).Scan(&got)
+	err = e.db.QueryRow(ctx, e.q.jobCompleteOne, p.ID, p.LeaseToken, jsonText(p.Output), jsonText(p.Progress)).Scan(&got)
 	return completed(err)
+}
+
+// jsonText is a JSON value as a text parameter: NULL when unset.
+func jsonText(b json.RawMessage) pgtype.Text {
+	return pgtype.Text{String: string(b), Valid: len(b) > 0}
 }
 
 // completed reads the result of jobCompleteOneSQL: no row is a stale write.
@@ -211,7 +222,13 @@ func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
-	r, err := e.db.Query(ctx, e.q.jobRenew, p.IDs, p.LeaseTokens, p.LeaseDuration.Microseconds())
+	// Every renewal sends the progress array, NULLs where nothing changed: one
+	// statement text and one plan, whatever the batch holds.
+	progress := make([]pgtype.Text, len(p.IDs))
+	for i, b := range p.Progress {
+		progress[i] = jsonText(b)
+	}
+	r, err := e.db.Query(ctx, e.q.jobRenew, p.IDs, p.LeaseTokens, p.LeaseDuration.Microseconds(), progress)
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
 	}

@@ -62,6 +62,12 @@ LATERAL (SELECT CASE
 		tokens[i], outcomes[i] = 1, "completed"
 	}
 	nulls := func(n int) []*string { return make([]*string, n) }
+	// A renewal that carries progress for some of its jobs.
+	progress := nulls(len(running))
+	for i := 0; i < len(progress); i += 3 {
+		v := `{"step":1}`
+		progress[i] = &v
+	}
 	cutoff := time.Now().Add(-5 * time.Hour)
 	q := d.q
 	cases := []struct {
@@ -72,9 +78,10 @@ LATERAL (SELECT CASE
 		{"claim", q.jobClaim, []string{"weir_job_available_idx"}, []any{"q3", 10, int64(60e6), "c"}},
 		{"claim one", q.jobClaimID, []string{"weir_job_pkey"}, []any{running[0], int64(60e6), "c"}},
 		{"finalize", q.jobFinalize, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, outcomes,
-			nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), q.insertChannel}},
-		{"complete", q.jobComplete, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens}},
-		{"renew", q.jobRenew, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, int64(60e6)}},
+			nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), q.insertChannel,
+			nulls(len(running)), nulls(len(running))}},
+		{"complete", q.jobComplete, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, nulls(len(running)), nulls(len(running))}},
+		{"renew", q.jobRenew, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, int64(60e6), progress}},
 		{"rescue", q.jobRescue, []string{"weir_job_running_idx"}, []any{100, "lost"}},
 		{"schedule", q.jobSchedule, []string{"weir_job_pending_idx"}, []any{100, q.insertChannel}},
 		{"prune", q.jobPrune, []string{"weir_job_finalized_idx"}, []any{cutoff, nil, nil, cutoff, 1000}},

@@ -58,15 +58,17 @@ RETURNING {cols}`
 
 // jobFinalizeSQL writes a batch of outcomes: one fenced compare-and-set per
 // input row, then one notification per queue that got available jobs back.
-// $1..$8 are parallel arrays (id, lease token, outcome, scheduled at, and the
-// error's attempt, time, message and trace), $9 the insert channel. Returns,
-// per input row in order, its ordinal and whether it applied.
+// $1..$8 and $10..$11 are parallel arrays (id, lease token, outcome, scheduled
+// at, the error's attempt, time, message and trace, and the output and
+// progress as JSON text), $9 the insert channel. The output is written only by
+// a completion that applies as one, the progress by any outcome that carries
+// it. Returns, per input row in order, its ordinal and whether it applied.
 const jobFinalizeSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[],
-		$5::integer[], $6::timestamptz[], $7::text[], $8::text[])
+		$5::integer[], $6::timestamptz[], $7::text[], $8::text[], $10::text[], $11::text[])
 		WITH ORDINALITY AS x(id, lease_token, outcome, scheduled_at,
-			err_attempt, err_at, err_message, err_trace, ord)
+			err_attempt, err_at, err_message, err_trace, output, progress, ord)
 ),
 updated AS (
 	UPDATE {job} j SET
@@ -84,6 +86,8 @@ updated AS (
 		finalized_at = CASE WHEN {eff} IN ('completed', 'discard', 'cancel') THEN now() END,
 		lease_expires_at = NULL,
 		release_count = j.release_count + CASE WHEN {eff} = 'release' THEN 1 ELSE 0 END,
+		output = CASE WHEN {eff} = 'completed' AND i.output IS NOT NULL THEN i.output::jsonb ELSE j.output END,
+		progress = coalesce(i.progress::jsonb, j.progress),
 		errors = CASE WHEN i.err_message IS NULL THEN j.errors
 			ELSE j.errors || jsonb_build_array(
 				jsonb_build_object(
@@ -108,26 +112,31 @@ ORDER BY i.ord`
 // jobCompleteSQL is the finalize of a batch in which every outcome is a plain
 // completion (no error, no schedule), the common case, in a statement that
 // does half the work of the general one: two arrays in, no per-row outcome
-// logic, no notification (no job goes back to available). The fence and the
-// cancel rule are the general statement's. $1 ids, $2 tokens. Returns the ids
-// that applied.
+// logic, no notification (no job goes back to available). The fence, the
+// cancel rule and the output and progress rules are the general statement's.
+// $1 ids, $2 tokens, $3 outputs, $4 progress (JSON text, NULL: none). Returns
+// the ids that applied.
 const jobCompleteSQL = `
 UPDATE {job} j SET
 	state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'completed' END,
 	finalized_at = now(),
-	lease_expires_at = NULL
-FROM unnest($1::bigint[], $2::bigint[]) AS i(id, lease_token)
+	lease_expires_at = NULL,
+	output = CASE WHEN j.cancel_requested_at IS NULL AND i.output IS NOT NULL THEN i.output::jsonb ELSE j.output END,
+	progress = coalesce(i.progress::jsonb, j.progress)
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS i(id, lease_token, output, progress)
 WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running'
 RETURNING j.id`
 
 // jobCompleteOneSQL is jobCompleteSQL for one job, inside a caller's
-// transaction (weir.JobCompleteTx): $1 id, $2 lease token. Returns the id if it
-// applied.
+// transaction (weir.JobCompleteTx): $1 id, $2 lease token, $3 output, $4
+// progress (JSON text, NULL: none). Returns the id if it applied.
 const jobCompleteOneSQL = `
 UPDATE {job} j SET
 	state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'completed' END,
 	finalized_at = now(),
-	lease_expires_at = NULL
+	lease_expires_at = NULL,
+	output = CASE WHEN j.cancel_requested_at IS NULL AND $3::text IS NOT NULL THEN $3::text::jsonb ELSE j.output END,
+	progress = coalesce($4::text::jsonb, j.progress)
 WHERE j.id = $1::bigint AND j.lease_token = $2::bigint AND j.state = 'running'
 RETURNING j.id`
 
@@ -139,7 +148,8 @@ FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS i(id, lease_token, or
 ORDER BY i.ord`
 
 // jobRenewSQL extends leases by $3 µs with a fenced update of lease_expires_at
-// only, which no index holds, so that it can stay a HOT update. The rows are
+// and, where $4 (JSON text, parallel to $1) is not NULL, progress: no index
+// holds either column, so that it can stay a HOT update. The rows are
 // locked first with SKIP LOCKED: a renewal never waits for a row lock, so it
 // cannot deadlock with the client's outcome writes (each updates many of the
 // client's running rows, in whatever order its plan meets them) nor stall
@@ -148,7 +158,7 @@ ORDER BY i.ord`
 // it was busy: skipped but still holding the lease on the statement's snapshot.
 const jobRenewSQL = `
 WITH input AS (
-	SELECT * FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS x(id, lease_token, ord)
+	SELECT * FROM unnest($1::bigint[], $2::bigint[], $4::text[]) WITH ORDINALITY AS x(id, lease_token, progress, ord)
 ),
 locked AS (
 	SELECT j.id FROM {job} j JOIN input i ON i.id = j.id
@@ -156,8 +166,10 @@ locked AS (
 	FOR NO KEY UPDATE OF j SKIP LOCKED
 ),
 renewed AS (
-	UPDATE {job} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
-	WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.state = 'running'
+	UPDATE {job} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond',
+		progress = coalesce(i.progress::jsonb, j.progress)
+	FROM input i
+	WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND i.id = j.id AND j.state = 'running'
 	RETURNING j.id, j.cancel_requested_at IS NOT NULL AS cancel_requested
 )
 SELECT i.id, r.id IS NOT NULL, coalesce(r.cancel_requested, false),

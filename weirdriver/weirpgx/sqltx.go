@@ -3,6 +3,7 @@ package weirpgx
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 
 	"github.com/weirq/weir/weirdriver"
@@ -48,10 +49,10 @@ func (e *sqlExecutor) NotifyInsert(ctx context.Context, queues []string) error {
 }
 
 // JobComplete implements weirdriver.Inserter in the caller's transaction.
-func (e *sqlExecutor) JobComplete(ctx context.Context, id, leaseToken int64) (_ bool, err error) {
+func (e *sqlExecutor) JobComplete(ctx context.Context, p *weirdriver.JobCompleteParams) (_ bool, err error) {
 	defer func() { err = schemaErr(err) }()
 	var got int64
-	err = e.tx.QueryRowContext(ctx, e.q.jobCompleteOne, id, leaseToken).Scan(&got)
+	err = e.tx.QueryRowContext(ctx, e.q.jobCompleteOne, p.ID, p.LeaseToken, sqlJSONText(p.Output), sqlJSONText(p.Progress)).Scan(&got)
 	return completed(err)
 }
 
@@ -97,4 +98,10 @@ func (s *sqlSavepoint) Rollback(ctx context.Context) error {
 	s.done = true
 	_, err := s.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT weir_insert")
 	return err
+}
+
+// sqlJSONText is a JSON value as a database/sql text parameter: NULL when
+// unset.
+func sqlJSONText(b json.RawMessage) sql.NullString {
+	return sql.NullString{String: string(b), Valid: len(b) > 0}
 }

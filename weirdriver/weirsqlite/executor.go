@@ -791,11 +791,12 @@ func scanJob(rows *sql.Rows) (*weirtype.JobRow, error) {
 		scheduled, created                             int64
 		attempted, finalized, leaseExpires, cancelReqd sql.NullInt64
 		uniqueStates                                   sql.NullInt64
+		output, progress                               sql.NullString
 	)
 	err := rows.Scan(&j.ID, &state, &j.Queue, &j.Kind, &args, &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &scheduled, &created, &attempted, &finalized, &j.LeaseToken,
 		&leaseExpires, &attemptedBy, &errs, &tags, &metadata, &j.UniqueKey, &uniqueStates,
-		&j.ReleaseCount, &cancelReqd)
+		&j.ReleaseCount, &cancelReqd, &output, &progress)
 	if err != nil {
 		return nil, err
 	}
@@ -806,6 +807,12 @@ func scanJob(rows *sql.Rows) (*weirtype.JobRow, error) {
 	j.AttemptedAt, j.FinalizedAt = timePtr(attempted), timePtr(finalized)
 	j.LeaseExpiresAt, j.CancelRequestedAt = timePtr(leaseExpires), timePtr(cancelReqd)
 	j.AttemptedBy = attemptedBy.String
+	if output.Valid {
+		j.Output = json.RawMessage(output.String)
+	}
+	if progress.Valid {
+		j.Progress = json.RawMessage(progress.String)
+	}
 	if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
 		return nil, fmt.Errorf("job %d: decode errors column: %w", j.ID, err)
 	}

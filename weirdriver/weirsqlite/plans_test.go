@@ -47,8 +47,8 @@ FROM s`); err != nil {
 		// In claim order from the queue's first entry: no sort.
 		{"claim", jobClaim, "weir_job_available_idx (queue=?)", []any{"q3", 10, 1, 1, "c"}},
 		{"claim one", jobClaimID, "INTEGER PRIMARY KEY", []any{1, 1, 1, "c"}},
-		{"finalize", jobFinalize, "INTEGER PRIMARY KEY", []any{1, 1, "completed", 1, 1, nil, nil, nil, nil}},
-		{"renew", jobRenew, "INTEGER PRIMARY KEY", []any{1, 1, 1}},
+		{"finalize", jobFinalize, "INTEGER PRIMARY KEY", []any{1, 1, "completed", 1, 1, nil, nil, nil, nil, nil, nil}},
+		{"renew", jobRenew, "INTEGER PRIMARY KEY", []any{1, 1, 1, nil}},
 		{"rescue", jobRescue, "weir_job_running_idx", []any{100, 1, "t", "lost"}},
 		{"schedule", jobSchedule, "weir_job_pending_idx", []any{100, 1}},
 		{"prune", jobPrune, "weir_job_finalized_idx", []any{1, nil, nil, 1, 1000}},

@@ -10,7 +10,7 @@ import "strings"
 const jobColumns = `id, state, queue, kind, args, priority, attempt, max_attempts,
 	scheduled_at, created_at, attempted_at, finalized_at, lease_token, lease_expires_at,
 	attempted_by, errors, tags, metadata, unique_key, unique_states,
-	release_count, cancel_requested_at`
+	release_count, cancel_requested_at, output, progress`
 
 // stateBit is weirdriver.StateBit in SQL, word for word as in the predicate of
 // weir_job_unique_idx (migration 001), so that the planner can match the two.
@@ -136,7 +136,9 @@ RETURNING {cols}`)
 
 	// Finalize one outcome, fenced on (id, lease token, running). ?1 id, ?2 token,
 	// ?3 outcome, ?4 due time (µs), ?5 now; the error entry: ?6 attempt (NULL:
-	// the job's), ?7 time (text), ?8 message (NULL: none), ?9 trace (NULL: none).
+	// the job's), ?7 time (text), ?8 message (NULL: none), ?9 trace (NULL: none);
+	// ?10 output, written only by a completion that applies as one, and ?11
+	// progress (JSON text, NULL: none).
 	jobFinalize = fill(`UPDATE weir_job SET
 	state = CASE {eff}
 		WHEN 'completed' THEN 'completed'
@@ -152,6 +154,8 @@ RETURNING {cols}`)
 	finalized_at = CASE WHEN {eff} IN ('completed', 'discard', 'cancel') THEN ?5 END,
 	lease_expires_at = NULL,
 	release_count = release_count + CASE WHEN {eff} = 'release' THEN 1 ELSE 0 END,
+	output = CASE WHEN {eff} = 'completed' AND ?10 IS NOT NULL THEN ?10 ELSE output END,
+	progress = coalesce(?11, progress),
 	errors = CASE
 		WHEN ?8 IS NULL THEN errors
 		WHEN ?9 IS NULL THEN json_insert(errors, '$[#]',
@@ -165,9 +169,9 @@ RETURNING state, queue`)
 	// The state of job ?1 if its lease token is ?2; no row if not.
 	jobStateUnder = `SELECT state FROM weir_job WHERE id = ?1 AND lease_token = ?2`
 
-	// Renew one lease, fenced; it changes only lease_expires_at. ?1 id, ?2 token,
-	// ?3 the new expiry.
-	jobRenew = `UPDATE weir_job SET lease_expires_at = ?3
+	// Renew one lease, fenced; it changes only lease_expires_at and, when ?4
+	// (JSON text) is not NULL, progress. ?1 id, ?2 token, ?3 the new expiry.
+	jobRenew = `UPDATE weir_job SET lease_expires_at = ?3, progress = coalesce(?4, progress)
 WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
 RETURNING cancel_requested_at IS NOT NULL`
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -110,7 +111,7 @@ func (e *executor) JobFinalize(ctx context.Context, params []*weirdriver.JobFina
 			}
 			var state, queue string
 			err := stmt.QueryRowContext(ctx, p.ID, p.LeaseToken, string(p.Outcome), due, w.now,
-				errAttempt, errAt, errMessage, errTrace).Scan(&state, &queue)
+				errAttempt, errAt, errMessage, errTrace, jsonText(p.Output), jsonText(p.Progress)).Scan(&state, &queue)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				continue // stale: the row is untouched
@@ -149,8 +150,14 @@ func (e *executor) JobRenew(ctx context.Context, p *weirdriver.JobRenewParams) (
 		defer stmt.Close()
 		expires := w.now + p.LeaseDuration.Microseconds()
 		for i, id := range p.IDs {
-			var cancelRequested bool
-			err := stmt.QueryRowContext(ctx, id, p.LeaseTokens[i], expires).Scan(&cancelRequested)
+			var (
+				cancelRequested bool
+				progress        any
+			)
+			if len(p.Progress) > 0 {
+				progress = jsonText(p.Progress[i])
+			}
+			err := stmt.QueryRowContext(ctx, id, p.LeaseTokens[i], expires, progress).Scan(&cancelRequested)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				res.Lost = append(res.Lost, id)
@@ -317,8 +324,10 @@ func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time
 
 // JobComplete implements weirdriver.Inserter: JobFinalize's completion of one
 // job, in the executor's transaction (the caller's, through UnwrapTx).
-func (e *executor) JobComplete(ctx context.Context, id, leaseToken int64) (bool, error) {
-	applied, err := e.JobFinalize(ctx, []*weirdriver.JobFinalizeParams{{ID: id, LeaseToken: leaseToken, Outcome: weirdriver.OutcomeCompleted}})
+func (e *executor) JobComplete(ctx context.Context, p *weirdriver.JobCompleteParams) (bool, error) {
+	applied, err := e.JobFinalize(ctx, []*weirdriver.JobFinalizeParams{{
+		ID: p.ID, LeaseToken: p.LeaseToken, Outcome: weirdriver.OutcomeCompleted, Output: p.Output, Progress: p.Progress,
+	}})
 	if err != nil {
 		return false, fmt.Errorf("complete job: %w", err)
 	}
@@ -342,4 +351,12 @@ func (e *executor) JobStatesUnder(ctx context.Context, ids, tokens []int64) (_ [
 		}
 	}
 	return states, nil
+}
+
+// jsonText is a JSON value as a text parameter: NULL when unset.
+func jsonText(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
 }

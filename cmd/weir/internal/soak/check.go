@@ -48,6 +48,9 @@ type auditExec struct {
 	Started time.Time
 	Ended   time.Time // zero when the handler recorded no end
 	Result  string    // what the handler returned: "ok" or why it failed
+	// ProgressLease is the lease named by the progress the attempt started
+	// with (every attempt records its own lease as progress); nil for none.
+	ProgressLease *int64
 }
 
 func (x *auditExec) ref() leaseRef { return leaseRef{x.JobID, x.Token} }
@@ -216,7 +219,10 @@ type soakReport struct {
 	// Overlaps counts executions that started while an earlier execution of
 	// the same job had not yet recorded its end (a handler still running after
 	// its lease was lost, which is allowed).
-	Overlaps      int
+	Overlaps int
+	// Resumed counts executions that started with the progress an earlier
+	// lease of their job wrote.
+	Resumed       int
 	Lost          int
 	StaleWins     int
 	StaleRejected int64
@@ -294,6 +300,7 @@ func checkSoak(d *soakData) *soakReport {
 	c.checkEnds()
 	c.checkFinalRows()
 	c.checkDuplicates()
+	c.checkProgress()
 	c.checkG9()
 	c.checkStops()
 	c.checkPeriodic()
@@ -552,6 +559,27 @@ func (c *checker) checkDuplicates() {
 				c.dup(dupAfterFinal, c.guaranteeOf(x), x, "ran again (lease %d) after lease %d ended it %s",
 					next.Token, x.Token, e.State)
 			}
+		}
+	}
+}
+
+// checkProgress holds each execution to starting with progress written under
+// an earlier lease of its own job that ran (G3 for progress: a write under a
+// lease is fenced by its token, so no attempt can see progress from its own,
+// a later or another job's lease).
+func (c *checker) checkProgress() {
+	for _, xs := range c.execs {
+		for _, x := range xs {
+			if x.ProgressLease == nil {
+				continue
+			}
+			from := *x.ProgressLease
+			if from >= x.Token || c.byLease[leaseRef{x.JobID, from}] == nil {
+				c.violate("G3", "job %d: the attempt under lease %d started with progress of lease %d, not an earlier lease of the job that ran",
+					x.JobID, x.Token, from)
+				continue
+			}
+			c.r.Resumed++
 		}
 	}
 }

@@ -110,6 +110,14 @@ func cleanSoak() *soakData {
 	exec(9, 1, "w2.2", modeOK, 29.5, 35.2, "lease lost")
 	end(9, 1, "w2.2", "retryable", 33.5, rescued(33))
 	completed(9, 2, "w1.2", 34)
+	// The second attempts of the jobs whose first attempt ran resume from its
+	// progress.
+	for i := range d.Execs {
+		if x := &d.Execs[i]; x.Token == 2 && slices.Contains([]int64{2, 3, 4, 5, 8, 9}, x.JobID) {
+			from := int64(1)
+			x.ProgressLease = &from
+		}
+	}
 	return d
 }
 
@@ -121,7 +129,7 @@ func TestSoakCheckClean(t *testing.T) {
 	}
 	want := soakReport{
 		Inserted: 9, Jobs: 9, Executions: 15, Restarts: 1, Kills: 1, LeaderKills: 1, Pauses: 1, ConnKills: 1, BackendsKilled: 12,
-		GracefulStops: 3, Retries: 1, Releases: 1, Returns: 1, Rescues: 5, StaleRejected: 1, Overlaps: 1,
+		GracefulStops: 3, Retries: 1, Releases: 1, Returns: 1, Rescues: 5, StaleRejected: 1, Overlaps: 1, Resumed: 6,
 		WorstStop: 3 * time.Second, WorstExit: 3010 * time.Millisecond, WorstRerun: 3350 * time.Millisecond, G9Checked: 2,
 		PeriodicSlots: 39, PeriodicFirst: at(1), PeriodicLast: at(39),
 	}
@@ -207,6 +215,14 @@ func TestSoakCheckViolations(t *testing.T) {
 			j := findJob(d, 1)
 			j.Token, j.AttemptedBy = 2, "w1.2"
 		}, "G2", "job 1: ran again (lease 2) after lease 1 ended it completed"},
+		{"progress of its own lease", func(d *soakData) {
+			own := int64(2)
+			findExec(d, 2, 2).ProgressLease = &own
+		}, "G3", "job 2: the attempt under lease 2 started with progress of lease 2"},
+		{"progress of a lease that never ran", func(d *soakData) {
+			never := int64(1)
+			findExec(d, 6, 2).ProgressLease = &never // lease 1 was prefetched and returned
+		}, "G3", "job 6: the attempt under lease 2 started with progress of lease 1"},
 		{"completed before its handler returned", func(d *soakData) { findEnd(d, 2, 2).At = at(3.005) }, "G3",
 			"completed 5ms before its handler returned"},
 		{"another lease's error", func(d *soakData) {

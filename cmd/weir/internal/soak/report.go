@@ -65,6 +65,7 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 		}
 	}
 	row("overlapping executions (a handler past its lost lease)", r.Overlaps)
+	row("executions resumed from an earlier lease's progress", r.Resumed)
 	row("lost jobs", r.Lost)
 	row("stale wins", r.StaleWins)
 	row("stale writes rejected (reported at stops)", r.StaleRejected)

@@ -86,6 +86,7 @@ CREATE TABLE {s}.soak_exec (
 	started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
 	ended_at timestamptz,
 	result text,
+	progress_lease bigint,
 	UNIQUE (job_id, lease_token, nonce)
 );
 CREATE TABLE {s}.soak_lease_end (

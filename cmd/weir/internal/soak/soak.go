@@ -1026,11 +1026,11 @@ func (s *soakRun) collect(ctx context.Context) (*soakData, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Execs, err = queryRows(ctx, s.pool, "SELECT id, job_id, lease_token, attempt, worker, mode, started_at, ended_at, coalesce(result, '') FROM "+table("soak_exec"),
+	d.Execs, err = queryRows(ctx, s.pool, "SELECT id, job_id, lease_token, attempt, worker, mode, started_at, ended_at, coalesce(result, ''), progress_lease FROM "+table("soak_exec"),
 		func(r pgx.CollectableRow) (auditExec, error) {
 			var x auditExec
 			var ended *time.Time
-			err := r.Scan(&x.ID, &x.JobID, &x.Token, &x.Attempt, &x.Worker, &x.Mode, &x.Started, &ended, &x.Result)
+			err := r.Scan(&x.ID, &x.JobID, &x.Token, &x.Attempt, &x.Worker, &x.Mode, &x.Started, &ended, &x.Result, &x.ProgressLease)
 			if ended != nil {
 				x.Ended = *ended
 			}

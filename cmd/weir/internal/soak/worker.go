@@ -101,8 +101,10 @@ func newSoakProbe(pool *pgxpool.Pool, schema, name string, timeout time.Duration
 		// The nonce makes a retried insert of the same start idempotent (its
 		// first try may have committed before the connection dropped), while two
 		// handlers running under one lease would still leave two rows.
-		start: "INSERT INTO " + table + ` AS x (job_id, lease_token, attempt, worker, pid, mode, nonce)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
+		// progress_lease is the lease named by the progress the attempt
+		// started with (soakProgress), NULL when there was none.
+		start: "INSERT INTO " + table + ` AS x (job_id, lease_token, attempt, worker, pid, mode, nonce, progress_lease)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 			ON CONFLICT (job_id, lease_token, nonce) DO UPDATE SET nonce = x.nonce RETURNING id`,
 		// An end already written (by a transaction that completed the job,
 		// whose commit's reply was lost) stays.
@@ -141,10 +143,16 @@ func (p *soakProbe) Work(ctx context.Context, job *weir.Job[soakProbeArgs]) erro
 	var id int64
 	err := retryAudit(ctx, func(ctx context.Context) error {
 		return p.pool.QueryRow(ctx, p.start, job.ID, job.LeaseToken, job.Attempt, p.name, p.pid,
-			job.Args.Mode, hex.EncodeToString(nonce[:])).Scan(&id)
+			job.Args.Mode, hex.EncodeToString(nonce[:]), progressLease(job.Progress)).Scan(&id)
 	})
 	if err != nil {
 		return fmt.Errorf("soak probe token=%d: audit start: %w", job.LeaseToken, err)
+	}
+	// Every attempt records its lease as progress, after its start is
+	// audited: the renewals and the outcome write it under this lease, and
+	// the check holds each later attempt to seeing only an earlier lease's.
+	if err := weir.SetProgress(ctx, soakProgress{Lease: job.LeaseToken}); err != nil {
+		return fmt.Errorf("soak probe token=%d: set progress: %w", job.LeaseToken, err)
 	}
 	result, workErr := p.work(ctx, job)
 	if job.Args.Mode == modeTx && workErr == nil {
@@ -170,6 +178,24 @@ func (p *soakProbe) Work(ctx context.Context, job *weir.Job[soakProbeArgs]) erro
 		return fmt.Errorf("soak probe token=%d: audit end: %w", job.LeaseToken, err)
 	}
 	return workErr
+}
+
+// soakProgress is the progress every probe attempt records: its lease token.
+type soakProgress struct {
+	Lease int64 `json:"lease"`
+}
+
+// progressLease returns the lease named by progress, or nil when there is none
+// or it is not a probe's (the check reports a lease of 0 as not one that ran).
+func progressLease(progress json.RawMessage) *int64 {
+	if progress == nil {
+		return nil
+	}
+	var p soakProgress
+	if err := json.Unmarshal(progress, &p); err != nil {
+		p.Lease = 0
+	}
+	return &p.Lease
 }
 
 // completeInTx writes the execution's end, result ok, and completes the job in

@@ -80,9 +80,9 @@ func testRescue(t *testing.T, d weirdriver.Driver) {
 		return got
 	}
 	r := check("attempts left", retry, weirtype.JobStateRetryable)
-	// Due at once: scheduled at the rescue's now(), which is after the claim.
-	if r.ScheduledAt.Before(*retry.AttemptedAt) || !near(r.ScheduledAt, start) {
-		t.Fatalf("rescued job scheduled at %v, want the rescue's now (claimed %v)", r.ScheduledAt, retry.AttemptedAt)
+	// Due at once, and in its place in line: its scheduled time is kept.
+	if !r.ScheduledAt.Equal(retry.ScheduledAt) {
+		t.Fatalf("rescued job scheduled at %v, want its own time %v", r.ScheduledAt, retry.ScheduledAt)
 	}
 	check("no attempts left", exhausted, weirtype.JobStateDiscarded)
 	check("cancel requested", cancel, weirtype.JobStateCancelled)
@@ -98,6 +98,25 @@ func testRescue(t *testing.T, d weirdriver.Driver) {
 		if len(got.Errors) != 1 || got.Errors[0].Error != weirdriver.DefaultRescueError {
 			t.Fatalf("errors %+v, want the default message", got.Errors)
 		}
+	}
+}
+
+// testRescueKeepsPlace: a job rescued from a crashed worker is claimed before
+// the jobs inserted after it, as if it had not been claimed: crash recovery
+// does not wait behind the backlog.
+func testRescueKeepsPlace(t *testing.T, d weirdriver.Driver) {
+	lost := claimOne(t, d, "place", 3, time.Microsecond)
+	var later []int64
+	for range 5 {
+		later = append(later, insertOne(t, d, params("k", "place", `{}`)).ID)
+	}
+	rescueUntil(t, d, weirdriver.JobRescueParams{Limit: 10}, lost.ID)
+	if _, err := d.Executor().JobSchedule(ctx(t), 100); err != nil {
+		t.Fatal(err)
+	}
+	jobs := claim(t, d, "place", 1, time.Minute)
+	if len(jobs) != 1 || jobs[0].ID != lost.ID {
+		t.Fatalf("first claim after the rescue: %v, want the rescued job %d before %v", ids(jobs), lost.ID, later)
 	}
 }
 

@@ -70,6 +70,7 @@ func Run(t *testing.T, setup Setup) {
 		{"FinalizeOutputProgress", testFinalizeOutputProgress},
 		{"JobCompleteOutputProgress", testJobCompleteOutputProgress},
 		{"Rescue", testRescue},
+		{"RescueKeepsPlace", testRescueKeepsPlace},
 		{"Schedule", testSchedule},
 		{"Prune", testPrune},
 		{"LeaderElection", testLeaderElection},

@@ -181,7 +181,9 @@ ORDER BY i.ord`
 // jobRescueSQL takes back expired leases by the database clock, found through
 // weir_job_running_idx, at most $1 per statement and none that another
 // transaction holds locked (a worker finalizing or renewing it right now),
-// recording error message $2. Returns the rescued jobs' jobColumns in id order.
+// recording error message $2. A job with attempts left keeps its scheduled
+// time (it was due when claimed), so that it keeps its place in line instead of
+// waiting behind the backlog. Returns the rescued jobs' jobColumns in id order.
 const jobRescueSQL = `
 WITH picked AS (
 	SELECT id FROM {job}
@@ -197,7 +199,7 @@ rescued AS (
 			WHEN j.attempt >= j.max_attempts THEN 'discarded'
 			ELSE 'retryable' END,
 		scheduled_at = CASE
-			WHEN j.cancel_requested_at IS NULL AND j.attempt < j.max_attempts THEN now()
+			WHEN j.cancel_requested_at IS NULL AND j.attempt < j.max_attempts THEN least(j.scheduled_at, now())
 			ELSE j.scheduled_at END,
 		finalized_at = CASE
 			WHEN j.cancel_requested_at IS NULL AND j.attempt < j.max_attempts THEN NULL

@@ -183,7 +183,7 @@ RETURNING cancel_requested_at IS NOT NULL`
 		WHEN attempt >= max_attempts THEN 'discarded'
 		ELSE 'retryable' END,
 	scheduled_at = CASE
-		WHEN cancel_requested_at IS NULL AND attempt < max_attempts THEN ?2
+		WHEN cancel_requested_at IS NULL AND attempt < max_attempts THEN min(scheduled_at, ?2)
 		ELSE scheduled_at END,
 	finalized_at = CASE
 		WHEN cancel_requested_at IS NULL AND attempt < max_attempts THEN NULL

@@ -54,7 +54,8 @@ type Config struct {
 	// ElectInterval is how often the service tries for, or renews, leadership,
 	// and the safety margin by which a leader stops before its term may be taken
 	// over: a term is trusted locally for LeaderTTL − ElectInterval from the
-	// moment its election was sent, and every maintenance statement ends by then.
+	// moment its election was sent, and every maintenance statement ends by then
+	// (a batch's commit may end later: its transaction holds the leader row).
 	// An election may take as long as the term it would win, and a renewal no
 	// longer than the current term: on a slow database a longer wait still wins
 	// a shorter term, where a timeout would win none. Default: 5 s.

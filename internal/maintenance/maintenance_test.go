@@ -562,6 +562,16 @@ func TestRescueBatches(t *testing.T) {
 	}
 }
 
+// runningJobs counts the jobs of b's schema that are running.
+func runningJobs(t *testing.T, b *bundle) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(t.Context(), "SELECT count(*) FROM "+b.schema+".weir_job WHERE state = 'running'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // slowBatches wraps an executor whose transactions' rescues of more than most
 // rows run until their context ends: a database too slow for a batch that
 // size. It records the limit of every rescue sent.
@@ -608,6 +618,9 @@ func TestRescueBatchesShrinkWhenTooSlow(t *testing.T) {
 	s := start(t, slow, cfg)
 	// Every batch over 100 rows costs a term: a minute covers a loaded machine.
 	awaitCondWithin(t, time.Minute, "rescue of the backlog", nil, func() bool { return s.Stats().Rescued == 300 })
+	if n := runningJobs(t, b); n != 0 {
+		t.Fatalf("%d jobs still running after the service counted 300 rescued", n)
+	}
 	slow.mu.Lock()
 	defer slow.mu.Unlock()
 	// 1000, 500, 250 and 125 run out of time, each halving the next; 62 fits,

@@ -52,7 +52,7 @@ func (s *Service) batches(t *term, what string, limit *batchLimit, stmt func(ctx
 		}
 		n := limit.get(s.cfg.BatchSize)
 		ctx, cancel := context.WithDeadline(t.stmt, deadline)
-		changed, err := s.fenced(ctx, func(ctx context.Context, exec weirdriver.Executor) (int, error) {
+		changed, err := s.fenced(ctx, t.stmt, func(ctx context.Context, exec weirdriver.Executor) (int, error) {
 			return stmt(ctx, exec, n)
 		})
 		// Cut at the deadline, or when the term ended meanwhile: a renewal
@@ -111,7 +111,15 @@ func (l *batchLimit) grow(n, size int) {
 var errNotLeader = errors.New("not the leader any more")
 
 // fenced runs stmt in a transaction that holds the leadership row.
-func (s *Service) fenced(ctx context.Context, stmt func(ctx context.Context, exec weirdriver.Executor) (int, error)) (int, error) {
+//
+// The commit is not cut at the term's local deadline, as the statements are:
+// the transaction renewed the term when it began and holds its row, so no other
+// client can lead until it ends, and committing late is safe. A commit cut
+// halfway would leave the batch's fate unknown: done on the server, but not
+// counted or reported here. So it gets a term's length of its own, and ends
+// sooner only when the term's statements are cut (callCut: a hard stop, or a
+// term lost at once).
+func (s *Service) fenced(ctx, callCut context.Context, stmt func(ctx context.Context, exec weirdriver.Executor) (int, error)) (int, error) {
 	tx, err := s.exec.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -131,7 +139,9 @@ func (s *Service) fenced(ctx context.Context, stmt func(ctx context.Context, exe
 	if err != nil {
 		return 0, err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	commitCtx, cancel := context.WithTimeout(callCut, s.cfg.LeaderTTL)
+	defer cancel()
+	if err := tx.Commit(commitCtx); err != nil {
 		return 0, err
 	}
 	return n, nil

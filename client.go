@@ -18,7 +18,6 @@ import (
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
-	"github.com/weirq/weir/weirtype"
 )
 
 // DefaultMaxArgsBytes is the default limit on a job's encoded args.
@@ -528,11 +527,6 @@ func (c *Client) write(ctx context.Context, exec weirdriver.Inserter, jobs []*In
 		ip, err := c.checkInsert(in, now, &check)
 		if err != nil {
 			return nil, atJob(err, i, len(jobs))
-		}
-		if in.periodicKey != nil {
-			ip.UniqueKey, ip.UniqueStates, ip.UniqueByArgs, ip.CanonicalArgs = in.periodicKey, weirtype.JobStates(), false, nil
-			// A slot fires once: its key is never replaced.
-			ip.UniqueArgsKeys, ip.UniqueOnConflict = nil, weirdriver.UniqueOnConflictSkip
 		}
 		all[i] = ip
 		if ip.UniqueKey != nil {

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
 )
 
 // Defaults for inserted jobs.
@@ -292,7 +293,12 @@ func (c *Client) checkInsert(in *InsertParams, now time.Time, check *jsonChecker
 		}
 		p.Metadata = meta
 	}
-	if !in.Unique.isZero() {
+	switch {
+	case in.periodicKey != nil:
+		// A periodic slot's job: unique by its slot in every state, whatever
+		// the options or middleware say, and never replaced (the zero mode).
+		p.UniqueKey, p.UniqueStates = in.periodicKey, weirtype.JobStates()
+	case !in.Unique.isZero():
 		if err := setUnique(p, &in.Unique, now); err != nil {
 			return nil, err
 		}

@@ -367,3 +367,27 @@ func TestPeriodicLeaderDeclarationWins(t *testing.T) {
 		return err == nil && len(rows) == 1 && rows[0].Spec == job.Schedule && rows[0].DeclaredBy != "deposed" && len(slots) > len(before)+1
 	})
 }
+
+// TestPeriodicKeyIgnoresMiddlewareUnique: a slot's job is unique by its slot
+// alone, even when insert middleware makes every job unique by its args and
+// replacing: two slots with equal args are two jobs.
+func TestPeriodicKeyIgnoresMiddlewareUnique(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	cfg := periodicConfig(nil, everySecond("same-args"))
+	cfg.InsertMiddleware = []weir.InsertMiddleware{func(next weir.InsertHandler) weir.InsertHandler {
+		return func(ctx context.Context, jobs []*weir.InsertParams) ([]*weir.InsertResult, error) {
+			for _, j := range jobs {
+				j.Unique = weir.UniqueOpts{ByArgs: true, OnConflict: weir.UniqueReplace}
+			}
+			return next(ctx, jobs)
+		}
+	}}
+	b.start(t, cfg)
+	waitFor(t, 20*time.Second, "two slots' jobs", func() bool {
+		slots, _ := slotsOf(t, b.driver, "same-args")
+		return len(slots) >= 2
+	})
+	slots, _ := slotsOf(t, b.driver, "same-args")
+	checkEverySecond(t, slots)
+}

@@ -479,7 +479,7 @@ func (c *Client) insertEncoded(ctx context.Context, exec weirdriver.Inserter, jo
 // insert in.
 func (c *Client) checkInline(exec weirdriver.Inserter, all []*weirdriver.JobInsertParams) error {
 	if _, ok := exec.(weirdriver.Executor); !ok {
-		return invalidf("tx", "an inline client runs jobs in the insert's transaction, and this driver can only insert in a %T: use a pgx.Tx", exec)
+		return errInlineTx(exec)
 	}
 	for i, p := range all {
 		if c.config.Workers.byKind[p.Kind] == nil {
@@ -489,13 +489,22 @@ func (c *Client) checkInline(exec weirdriver.Inserter, all []*weirdriver.JobInse
 	return nil
 }
 
+// errInlineTx says that exec, a caller's transaction, can take inserts but not
+// the runs of an inline client.
+func errInlineTx(exec weirdriver.Inserter) error {
+	return invalidf("tx", "an inline client runs jobs in the insert's transaction, and this driver can only insert in a %T: use a pgx.Tx", exec)
+}
+
 // runInline runs one attempt of each new job of an inline client's insert, in
 // order, on exec, and puts the job as it is afterwards in its result.
 func (c *Client) runInline(ctx context.Context, exec weirdriver.Inserter, res []*InsertResult) ([]*InsertResult, error) {
 	if !c.config.Inline {
 		return res, nil
 	}
-	runner := exec.(weirdriver.Executor) // checkInline made sure
+	runner, ok := exec.(weirdriver.Executor)
+	if !ok { // checkInline refuses this before a write; only middleware that skips the write gets here
+		return nil, errInlineTx(exec)
+	}
 	for _, r := range res {
 		if r.Duplicate {
 			continue

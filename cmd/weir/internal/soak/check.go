@@ -209,7 +209,6 @@ type soakReport struct {
 	Inserted, Jobs, Executions  int
 	States                      map[string]int
 	Restarts, Kills, PGRestarts int
-	LeaderKills                 int // kills of the maintenance leader
 	Pauses                      int
 	ConnKills, BackendsKilled   int
 	GracefulStops               int
@@ -402,9 +401,6 @@ func (c *checker) index() {
 			r.Restarts++
 		case faultKill:
 			r.Kills++
-			if f.Detail == "leader" {
-				r.LeaderKills++
-			}
 		case faultPause:
 			r.Pauses++
 		case faultConnKill:

@@ -37,7 +37,7 @@ func cleanSoak() *soakData {
 		},
 		Faults: []faultEvent{
 			{Kind: faultRestart, Worker: "w1.1", At: at(10)},
-			{Kind: faultKill, Worker: "w2.1", At: at(20), Detail: "leader"},
+			{Kind: faultKill, Worker: "w2.1", At: at(20)},
 			{Kind: faultConnKill, At: at(26), Detail: "12"},
 			{Kind: faultPause, Worker: "w2.2", At: at(30), Until: at(35)},
 		},
@@ -128,7 +128,7 @@ func TestSoakCheckClean(t *testing.T) {
 		t.Errorf("clean log: %s: %s", v.Guarantee, v.Msg)
 	}
 	want := soakReport{
-		Inserted: 9, Jobs: 9, Executions: 15, Restarts: 1, Kills: 1, LeaderKills: 1, Pauses: 1, ConnKills: 1, BackendsKilled: 12,
+		Inserted: 9, Jobs: 9, Executions: 15, Restarts: 1, Kills: 1, Pauses: 1, ConnKills: 1, BackendsKilled: 12,
 		GracefulStops: 3, Retries: 1, Releases: 1, Returns: 1, Rescues: 5, StaleRejected: 1, Overlaps: 1, Resumed: 6,
 		WorstStop: 3 * time.Second, WorstExit: 3010 * time.Millisecond, WorstRerun: 3350 * time.Millisecond, G9Checked: 2,
 		PeriodicSlots: 39, PeriodicFirst: at(1), PeriodicLast: at(39),

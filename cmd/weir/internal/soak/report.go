@@ -38,7 +38,7 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("executions", r.Executions)
 	row("graceful restarts", r.Restarts)
 	row("graceful stops, final ones included", r.GracefulStops)
-	row("kills (SIGKILL)", fmt.Sprintf("%d (%d of the maintenance leader)", r.Kills, r.LeaderKills))
+	row("kills (SIGKILL)", r.Kills)
 	row("pauses (SIGSTOP)", r.Pauses)
 	row("connection kills", fmt.Sprintf("%d (%d backends)", r.ConnKills, r.BackendsKilled))
 	row("PostgreSQL restarts", r.PGRestarts)

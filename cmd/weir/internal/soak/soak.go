@@ -247,7 +247,6 @@ type soakRun struct {
 	startFailures int
 	pgRestarts    int
 	skipped       map[string]int // faults skipped for want of a victim
-	kills         int            // kill faults begun; every other one targets the leader
 	wg            sync.WaitGroup // the goroutines of the processes and the schedule
 }
 
@@ -596,9 +595,8 @@ func (s *soakRun) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// victim picks a ready worker that was told nothing yet, or nil: the one
-// named prefer if it is one, otherwise a random one.
-func (s *soakRun) victim(rng *rand.Rand, prefer string) *workerProc {
+// victim picks a random ready worker that was told nothing yet, or nil.
+func (s *soakRun) victim(rng *rand.Rand) *workerProc {
 	var ok []*workerProc
 	for _, p := range s.slots {
 		if p != nil && p.isReady && !p.stopping && !p.killed && !p.paused {
@@ -612,23 +610,7 @@ func (s *soakRun) victim(rng *rand.Rand, prefer string) *workerProc {
 	if len(ok) == 0 {
 		return nil
 	}
-	for _, p := range ok {
-		if prefer != "" && p.name == prefer {
-			return p
-		}
-	}
 	return ok[rng.IntN(len(ok))]
-}
-
-// leader returns the name of the worker that leads maintenance (and fires the
-// periodic workload), or "" when none does or the database does not answer.
-func (s *soakRun) leader(ctx context.Context) string {
-	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var name string
-	_ = s.pool.QueryRow(qctx, "SELECT leader_id FROM "+pgx.Identifier{s.cfg.Schema, "weir_leader"}.Sanitize()+
-		" WHERE name = 'maintenance' AND expires_at > now()").Scan(&name)
-	return name
 }
 
 // takeVictim picks a victim for a fault of kind and marks it with mark,
@@ -637,17 +619,11 @@ func (s *soakRun) leader(ctx context.Context) string {
 // not at all; if ctx ends first, it counts the fault as skipped and returns
 // nil.
 func (s *soakRun) takeVictim(ctx context.Context, kind string, rng *rand.Rand, mark func(*workerProc)) *workerProc {
-	return s.takeVictimPreferring(ctx, kind, rng, "", mark)
-}
-
-// takeVictimPreferring is takeVictim, choosing the worker named prefer when it
-// is ready.
-func (s *soakRun) takeVictimPreferring(ctx context.Context, kind string, rng *rand.Rand, prefer string, mark func(*workerProc)) *workerProc {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		s.mu.Lock()
-		if p := s.victim(rng, prefer); p != nil {
+		if p := s.victim(rng); p != nil {
 			mark(p)
 			s.mu.Unlock()
 			return p
@@ -708,30 +684,14 @@ func (s *soakRun) schedule(ctx context.Context, wg *sync.WaitGroup) {
 func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 	switch kind {
 	case faultRestart, faultKill:
-		// Every other kill is the leader's, if one leads: its death hands
-		// over maintenance and the periodic workload mid-flight.
-		var prefer string
-		if kind == faultKill {
-			s.mu.Lock()
-			s.kills++
-			odd := s.kills%2 == 1
-			s.mu.Unlock()
-			if odd {
-				prefer = s.leader(ctx)
-			}
-		}
-		p := s.takeVictimPreferring(ctx, kind, rng, prefer, func(p *workerProc) {
+		p := s.takeVictim(ctx, kind, rng, func(p *workerProc) {
 			now := time.Now()
 			if kind == faultRestart {
 				p.stopping, p.sigtermAt = true, now
 			} else {
 				p.killed, p.killedAt = true, now
 			}
-			f := faultEvent{Kind: kind, Worker: p.name, At: now}
-			if prefer != "" && p.name == prefer {
-				f.Detail = "leader"
-			}
-			s.faults = append(s.faults, f)
+			s.faults = append(s.faults, faultEvent{Kind: kind, Worker: p.name, At: now})
 		})
 		if p == nil {
 			return

@@ -345,9 +345,14 @@ func (s *Service) elect(ctx, callCtx context.Context) {
 			callEnd = d
 		}
 		electCtx, cancel := context.WithDeadline(callCtx, callEnd)
+		// A stop cuts the election at once rather than letting it run to its
+		// deadline (up to a term): the resignation that follows gives up
+		// whatever it may have won, and Stop keeps its budget.
+		stopCut := context.AfterFunc(ctx, cancel)
 		won, err := s.exec.LeaderElect(electCtx, &weirdriver.LeaderElectParams{
 			Name: LeaderName, LeaderID: s.cfg.ClientID, TTL: s.cfg.LeaderTTL,
 		})
+		stopCut()
 		cancel()
 		switch {
 		case ctx.Err() != nil:

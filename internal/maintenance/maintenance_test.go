@@ -869,3 +869,44 @@ func TestLifecycle(t *testing.T) {
 		stop(t, s)
 	})
 }
+
+// hangingElections wraps an executor whose elections wait until their
+// context ends, telling entered when one begins.
+type hangingElections struct {
+	weirdriver.Executor
+	entered chan struct{}
+}
+
+func (h hangingElections) LeaderElect(ctx context.Context, _ *weirdriver.LeaderElectParams) (bool, error) {
+	select {
+	case h.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+
+// Stop cuts an election in flight at once: with a term of a minute, the
+// election could otherwise run for most of it, and Stop with it.
+func TestStopCutsElection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := hangingElections{Executor: b.exec, entered: make(chan struct{}, 1)}
+	cfg := config(t, "hanging")
+	cfg.ElectInterval, cfg.LeaderTTL = time.Second, time.Minute
+	s := maintenance.New(h, cfg)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-h.entered
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s.Stop(context.Background()) // no deadline: only the cut can end the election
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(waitLimit):
+		t.Fatalf("Stop still waits for the election after %v", waitLimit)
+	}
+}

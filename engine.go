@@ -178,6 +178,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		Exec: exec, Leases: e.leases, Warn: e.warnLimited, LeaseBudget: budget,
 		Finalized: &e.stats.finalized, Released: &e.stats.released,
 		Written: e.outcomeWritten, Stale: e.staleWrite, Abandoned: e.outcomeAbandoned,
+		Room: e.pokeProducers,
 	})
 	deps := producerDeps{
 		exec: exec, clientID: cfg.ID, handlers: cfg.Workers, middleware: cfg.WorkerMiddleware,
@@ -185,7 +186,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		jobTimeout: cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
 		leases: e.leases, limited: e.limited, events: e.events, claims: &e.stats.claims,
 		base: context.WithValue(context.WithoutCancel(ctx), handlerScopeKey{}, &handlerScope{driver: c.driver, leases: e.leases, maxBytes: cfg.MaxArgsBytes}),
-		hard: e.hardCtx, submit: e.completer.Submit,
+		hard: e.hardCtx, submit: e.completer.Submit, backlogFull: e.completer.Full,
 	}
 	for name, qc := range cfg.Queues {
 		e.producers[name] = newProducer(deps, name, qc)

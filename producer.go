@@ -44,8 +44,10 @@ type producerDeps struct {
 	// base carries Start's values, never its cancellation, to handlers; hard
 	// ends when Stop's budget runs out, and cuts a claim in flight.
 	base, hard context.Context
-	// submit hands an outcome to the completer.
-	submit func(*completer.Finalization)
+	// submit hands an outcome to the completer; backlogFull reports whether it
+	// holds as many as it may (completer.MaxBacklog), and then nothing is claimed.
+	submit      func(*completer.Finalization)
+	backlogFull func() bool
 }
 
 // producer claims and runs the jobs of one queue. It owns the goroutines of the
@@ -191,8 +193,8 @@ func (p *producer) fill() (got int, more bool, err error) {
 	p.startBufferedLocked()
 	room := p.cfg.MaxWorkers + p.cfg.Prefetch - p.running - len(p.buffer)
 	p.mu.Unlock()
-	if room <= 0 {
-		return 0, false, nil
+	if room <= 0 || p.backlogFull() {
+		return 0, false, nil // a freed slot, or room in the backlog, pokes
 	}
 
 	// A claim in flight is let finish when Stop begins (its jobs are then released),

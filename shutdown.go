@@ -65,6 +65,15 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 // shutdown runs the steps of docs/contract.md's Shutdown.
 func (e *engine) shutdown(ctx context.Context, hard bool) error {
 	deadline, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		// What follows the last wait (cutting what is in flight, stopping the
+		// services) takes milliseconds, more on a loaded machine: it gets the end
+		// of the budget, so that Stop returns by the deadline, not just after it.
+		deadline = deadline.Add(-stopTail(e.cfg.ShutdownReserve, time.Until(deadline)))
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	// Every wait below ends by the budget; what is still in flight then is cut.
 	stopHard := context.AfterFunc(ctx, e.hardCancel)
 	defer stopHard()
@@ -137,6 +146,15 @@ func (e *engine) shutdown(ctx context.Context, hard bool) error {
 		return fmt.Errorf("weir: stop: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// maxStopTail bounds the end of Stop's budget kept for its last steps.
+const maxStopTail = 50 * time.Millisecond
+
+// stopTail is the end of a budget of left kept for Stop's last steps: half the
+// reserve handlers get (see shutdown), at most maxStopTail.
+func stopTail(reserve, left time.Duration) time.Duration {
+	return min(reserve, left/5, 2*maxStopTail) / 2
 }
 
 // waitCtx runs wait in a goroutine and reports whether it returned before ctx

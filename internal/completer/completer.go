@@ -36,11 +36,20 @@ type Finalization struct {
 // maxBatch bounds one finalize statement.
 const maxBatch = 2000
 
+// MaxBacklog is how many outcomes may wait to be written before the client
+// stops claiming (Full): two batches, one being written and one waiting. Without
+// the bound a completer slower than the handlers grows its backlog without end,
+// and with it the heartbeat's renewal, which covers every lease until its outcome
+// is written: renewals of ten thousand rows held the row locks the outcome writes
+// waited for, and a loaded machine drained slower and slower.
+const MaxBacklog = 2 * maxBatch
+
 // Config is what a completer works with.
 type Config struct {
 	Exec   weirdriver.Executor
 	Leases *lease.Table
-	// Warn logs a failed write that will be retried; the client rate-limits it.
+	// Warn logs a failed write that will be retried, and a backlog that pauses
+	// claims (Full); the client rate-limits it.
 	Warn func(msg string, attrs ...any)
 	// LeaseBudget is how long after a claim or renewal is sent a lease is trusted:
 	// a write that takes longer is cut.
@@ -55,6 +64,9 @@ type Config struct {
 	// longer be trusted, Stop's budget ran out, or it came after the completer
 	// closed. Rescue takes those jobs.
 	Abandoned func(f *Finalization, why string)
+	// Room is called when the backlog falls below MaxBacklog after Full said it
+	// was full: claims may resume.
+	Room func()
 }
 
 // Completer writes outcomes in batches, each batch one fenced statement. Every
@@ -74,8 +86,11 @@ type Completer struct {
 	// run again, and a graceful stop must say so.
 	stopping  bool
 	unwritten []int64
-	more      chan struct{} // capacity 1: the queue has work
-	drained   chan struct{} // closed when pending falls to 0, if someone waits
+	// full is set when Full found the backlog at MaxBacklog; resolve then calls
+	// Room once it falls below.
+	full    bool
+	more    chan struct{} // capacity 1: the queue has work
+	drained chan struct{} // closed when pending falls to 0, if someone waits
 }
 
 // New returns a completer; Run runs it.
@@ -133,12 +148,36 @@ func (c *Completer) UnwrittenJobs() []int64 {
 // resolve marks finalizations as done.
 func (c *Completer) resolve(n int) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.pending -= n
 	if c.pending == 0 && c.drained != nil {
 		close(c.drained)
 		c.drained = nil
 	}
+	room := c.full && c.pending < MaxBacklog
+	if room {
+		c.full = false
+	}
+	c.mu.Unlock()
+	if room && c.cfg.Room != nil {
+		c.cfg.Room()
+	}
+}
+
+// Full reports whether MaxBacklog outcomes wait to be written: the client then
+// claims nothing until Room is called.
+func (c *Completer) Full() bool {
+	c.mu.Lock()
+	became := c.pending >= MaxBacklog && !c.full
+	if became {
+		c.full = true
+	}
+	full, pending := c.full, c.pending
+	c.mu.Unlock()
+	if became {
+		c.cfg.Warn("weir: handlers finish faster than their outcomes are written; claims pause until the backlog is written",
+			slog.Int("outcomes", pending))
+	}
+	return full
 }
 
 // WaitDrained returns when every submitted finalization is resolved, or ctx ends.

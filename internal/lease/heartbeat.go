@@ -124,7 +124,10 @@ func (h *Heartbeat) renew(ctx context.Context) {
 	// the deadline checks run apart from it.
 	ctx, cancel := context.WithTimeout(ctx, h.Budget())
 	defer cancel()
-	snap := h.cfg.Leases.Snapshot()
+	// A lease whose outcome waits is renewed only once less than half its
+	// budget and an interval are left: the next renewal, an interval away,
+	// still comes with half the budget to spare.
+	snap := h.cfg.Leases.Snapshot(time.Now(), h.Budget()/2+h.cfg.Interval)
 	if len(snap.IDs) == 0 {
 		return
 	}

@@ -274,14 +274,17 @@ type Renewal struct {
 	sets []uint64
 }
 
-// Snapshot returns the leases held, with the progress that changed since it
-// was last sent.
-func (t *Table) Snapshot() *Renewal {
+// Snapshot returns the leases to renew at now, with the progress that changed
+// since it was last sent. A lease whose handler returned (its outcome waits to
+// be written) is left out while its local deadline is more than keep away: the
+// outcome's write usually ends it first, and a renewal of the same row would
+// only hold the row lock that write waits for.
+func (t *Table) Snapshot(now time.Time, keep time.Duration) *Renewal {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := &Renewal{IDs: make([]int64, 0, len(t.jobs)), Tokens: make([]int64, 0, len(t.jobs))}
 	for id, j := range t.jobs {
-		if j.lost {
+		if j.lost || j.state == finalizing && j.deadline.Sub(now) > keep {
 			continue
 		}
 		changed := j.progressSet != j.progressSent

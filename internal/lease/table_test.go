@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestLostWhileBuffered(t *testing.T) {
 	if tab.MarkRunning(j, context.Background()) {
 		t.Fatal("MarkRunning started a job whose lease was lost")
 	}
-	if snap := tab.Snapshot(); len(snap.IDs) != 0 {
+	if snap := tab.Snapshot(time.Now(), 0); len(snap.IDs) != 0 {
 		t.Fatalf("snapshot %v still holds the lost lease", snap.IDs)
 	}
 }
@@ -58,7 +59,7 @@ func TestApplyRenewal(t *testing.T) {
 			t.Fatalf("job %d: MarkRunning refused", j.Row.ID)
 		}
 	}
-	snap := tab.Snapshot()
+	snap := tab.Snapshot(time.Now(), 0)
 	newer := job(4, 2, now.Add(time.Hour)) // job 4 was taken again under token 2
 	tab.Add([]*Job{newer})
 	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{
@@ -126,28 +127,28 @@ func TestProgressSentOnce(t *testing.T) {
 		}
 		return ""
 	}
-	if snap := tab.Snapshot(); snap.Progress != nil {
+	if snap := tab.Snapshot(time.Now(), 0); snap.Progress != nil {
 		t.Fatalf("a snapshot without changes carries progress %q", snap.Progress)
 	}
 	tab.SetProgress(a, json.RawMessage(`1`))
 	tab.SetProgress(a, json.RawMessage(`2`))
-	snap := tab.Snapshot()
+	snap := tab.Snapshot(time.Now(), 0)
 	if progressOf(snap, 1) != "2" || progressOf(snap, 2) != "" {
 		t.Fatalf("snapshot carries %q for a and %q for b, want the latest for a only", progressOf(snap, 1), progressOf(snap, 2))
 	}
 	// Busy: not renewed, so sent again next time.
 	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{Renewed: []int64{2}, Busy: []int64{1}}, now.Add(time.Hour))
-	if snap = tab.Snapshot(); progressOf(snap, 1) != "2" {
+	if snap = tab.Snapshot(time.Now(), 0); progressOf(snap, 1) != "2" {
 		t.Fatalf("after a busy renewal the snapshot carries %q, want 2 again", progressOf(snap, 1))
 	}
 	// A change while the renewal is in flight stays to send.
 	tab.SetProgress(a, json.RawMessage(`3`))
 	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{Renewed: []int64{1, 2}}, now.Add(time.Hour))
-	if snap = tab.Snapshot(); progressOf(snap, 1) != "3" {
+	if snap = tab.Snapshot(time.Now(), 0); progressOf(snap, 1) != "3" {
 		t.Fatalf("a change during the renewal: snapshot carries %q, want 3", progressOf(snap, 1))
 	}
 	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{Renewed: []int64{1, 2}}, now.Add(time.Hour))
-	if snap = tab.Snapshot(); snap.Progress != nil {
+	if snap = tab.Snapshot(time.Now(), 0); snap.Progress != nil {
 		t.Fatalf("after the renewal wrote it the snapshot carries %q", snap.Progress)
 	}
 	// The outcome takes only what no renewal carried.
@@ -167,7 +168,37 @@ func TestProgressSentOnce(t *testing.T) {
 	if ok, _ := tab.RecordOutput(b, json.RawMessage(`4`)); ok {
 		t.Fatal("RecordOutput took a value after the handler returned")
 	}
-	if snap = tab.Snapshot(); snap.Progress != nil {
+	if snap = tab.Snapshot(time.Now(), 0); snap.Progress != nil {
 		t.Fatalf("after the outcome took it the snapshot carries %q", snap.Progress)
+	}
+}
+
+// TestSnapshotSparesWaitingOutcomes: a renewal leaves out a lease whose handler
+// returned while it has more than keep left (its outcome's write is due and a
+// renewal of the row would only hold the lock that write waits for), and renews
+// it once it has less; running and buffered leases are always renewed.
+func TestSnapshotSparesWaitingOutcomes(t *testing.T) {
+	tab, _ := table(t)
+	now := time.Now()
+	const keep = 10 * time.Second
+	buffered := job(1, 1, now.Add(time.Minute))
+	running := job(2, 1, now.Add(time.Minute))
+	fresh := job(3, 1, now.Add(time.Minute))      // returned, lease far from its end
+	aging := job(4, 1, now.Add(keep-time.Second)) // returned, lease nearing its end
+	tab.Add([]*Job{buffered, running, fresh, aging})
+	for _, j := range []*Job{running, fresh, aging} {
+		if !tab.MarkRunning(j, context.Background()) {
+			t.Fatalf("job %d: MarkRunning refused", j.Row.ID)
+		}
+	}
+	tab.MarkReturned(fresh)
+	tab.MarkReturned(aging)
+	got := tab.Snapshot(now, keep).IDs
+	slices.Sort(got)
+	if want := []int64{1, 2, 4}; !slices.Equal(got, want) {
+		t.Fatalf("renewed %v, want %v", got, want)
+	}
+	if got := tab.Snapshot(now.Add(time.Minute-keep+time.Second), keep).IDs; !slices.Contains(got, 3) {
+		t.Fatalf("renewed %v: the waiting outcome's lease is not renewed as its end nears", got)
 	}
 }

@@ -195,9 +195,8 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		Driver: c.driver, Logger: cfg.Logger,
 		Connected: e.pokeProducers, Insert: e.insertNotified, Cancel: e.cancelNotified, Unknown: e.unknownNotified,
 	})
-	// A new leader must be able to rescue within a lease duration plus a rescue
-	// interval of a crash (G9), even when the crashed client led: its term (3
-	// election intervals) plus one interval to win stays inside that bound.
+	// G9 names the leader term (3 election intervals) as the bound after a
+	// leader's death; an interval of at most 5 s keeps it short.
 	elect := min(5*time.Second, cfg.RescueInterval)
 	var onTerm func(context.Context)
 	if len(c.periodic) > 0 {

@@ -227,6 +227,10 @@ type Executor interface {
 	// JobRescue takes back running jobs whose lease expired by the database clock
 	// and returns them as they are afterwards.
 	JobRescue(ctx context.Context, params *JobRescueParams) ([]*weirtype.JobRow, error)
+	// JobNextExpiry reports how long until the earliest lease of a running job
+	// expires by the database clock (zero or less when one already has), and
+	// false when no job runs: maintenance plans its next rescue by it.
+	JobNextExpiry(ctx context.Context) (time.Duration, bool, error)
 	// JobSchedule makes up to limit due scheduled and retryable jobs available and
 	// returns how many it changed.
 	JobSchedule(ctx context.Context, limit int) (int, error)
@@ -242,6 +246,10 @@ type Executor interface {
 	// LeaderGet returns the current leader of name, or ErrNotFound when nobody
 	// holds an unexpired term.
 	LeaderGet(ctx context.Context, name string) (leaderID string, expiresAt time.Time, err error)
+	// LeaderTermLeft reports how long the unexpired term of name has left by
+	// the database clock, and false when there is none: a client that lost an
+	// election tries again as that term ends.
+	LeaderTermLeft(ctx context.Context, name string) (time.Duration, bool, error)
 
 	// PeriodicRegister records the schedules the leader, declaredBy, declares:
 	// a new one with its NextRunAt, a known one with its spec, time zone and

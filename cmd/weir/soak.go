@@ -39,8 +39,9 @@ inserts, waits until every job is final, stops the workers gracefully and
 checks the audit trail: every job final (G1), no duplicate execution after a
 graceful stop (G2), no outcome written by a stale lease (G3), every stop within
 its budget + 100ms (G4), duplicates only of jobs running at a SIGKILL, each
-runnable again within lease + rescue interval (G9). It prints a table on
-stdout and exits 1 if any check failed.
+runnable again within lease + rescue interval, or a leader term after a
+leader's death (G9). It prints a table on stdout and exits 1 if any check
+failed.
 
 Faults (--faults, comma-separated; "all" or "none"; default
 restart,kill,pause,connkill,overrun,stubborn), each at a random 75% to 125%
@@ -48,6 +49,8 @@ of its interval:
 
     restart    SIGTERM one worker every --restart-every, start a replacement
     kill       SIGKILL one worker every --kill-every, start a replacement
+    killleader SIGKILL the maintenance leader every --killleader-every (a
+               random worker when none leads), start a replacement
     pause      SIGSTOP one worker every --pause-every for --pause-for (past its
                leases: they are rescued while it sleeps), then SIGCONT
     connkill   pg_terminate_backend of every worker session every --connkill-every
@@ -99,6 +102,7 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.StringVar(&f.faults, "faults", defaultSoakFaults, "faults to inject: a comma-separated `LIST`, all or none")
 	fs.DurationVar(&c.RestartEvery, "restart-every", 8*time.Second, "interval of graceful restarts")
 	fs.DurationVar(&c.KillEvery, "kill-every", 30*time.Second, "interval of SIGKILLs")
+	fs.DurationVar(&c.KillLeaderEvery, "killleader-every", 30*time.Second, "interval of SIGKILLs of the maintenance leader")
 	fs.DurationVar(&c.ConnKillEvery, "connkill-every", 15*time.Second, "interval of connection kills")
 	fs.DurationVar(&c.PauseEvery, "pause-every", 20*time.Second, "interval of pauses (SIGSTOP)")
 	fs.DurationVar(&c.PauseFor, "pause-for", 5*time.Second, "how long a paused worker stays frozen")
@@ -109,7 +113,7 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.DurationVar(&c.Rescue, "rescue", time.Second, "the workers' rescue interval")
 	fs.DurationVar(&c.StopBudget, "stop-budget", 3*time.Second, "each graceful stop's budget")
 	fs.DurationVar(&c.JobTimeout, "job-timeout", 300*time.Millisecond, "the timeout of overrun and stubborn jobs")
-	fs.DurationVar(&c.G9Slack, "g9-slack", 500*time.Millisecond, "allowance over lease + rescue interval for a killed worker's jobs, for statement latency")
+	fs.DurationVar(&c.G9Slack, "g9-slack", 500*time.Millisecond, "allowance over the G9 bound for a killed worker's jobs, for statement latency")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 2*time.Minute, "how long to wait for every job to be final")
 	fs.BoolVar(&c.StartPostgres, "start-postgres", false, "start a throwaway PostgreSQL cluster instead of using --database-url")
 	fs.BoolVar(&c.KeepPostgres, "keep-postgres", false, "leave the --start-postgres cluster running at the end (it is kept, stopped, after a failed run)")

@@ -372,6 +372,12 @@ func (s *Service) elect(ctx, callCtx context.Context) {
 					slog.Duration("margin", s.cfg.ElectInterval))
 			}
 			lose(false, "another client leads")
+			// Try again as the holder's term ends rather than up to an
+			// interval later: after a leader dies, another leads a statement's
+			// time after its term expires.
+			if wait, ok := s.untilTermEnds(ctx, callCtx); ok {
+				next.Reset(wait)
+			}
 			continue
 		}
 		mayHold = true
@@ -389,6 +395,27 @@ func (s *Service) elect(ctx, callCtx context.Context) {
 	}
 }
 
+// minElectGap is the least wait before an election planned by the end of
+// another client's term.
+const minElectGap = 10 * time.Millisecond
+
+// untilTermEnds is how long until the term that another client holds ends, by
+// the database clock, plus a millisecond, when that is sooner than the next
+// election interval; false otherwise, or when the lookup failed.
+func (s *Service) untilTermEnds(ctx, callCtx context.Context) (time.Duration, bool) {
+	lookup, cancel := context.WithTimeout(callCtx, s.cfg.ElectInterval)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	left, ok, err := s.exec.LeaderTermLeft(lookup, LeaderName)
+	if err != nil || left >= s.cfg.ElectInterval {
+		return 0, false
+	}
+	if !ok {
+		return minElectGap, true // the term ended since the election: try at once
+	}
+	return max(left+time.Millisecond, minElectGap), true
+}
+
 // startTerm starts the maintenance tasks of a term just won.
 func (s *Service) startTerm(callCtx context.Context) *term {
 	s.elections.Add(1)
@@ -396,7 +423,7 @@ func (s *Service) startTerm(callCtx context.Context) *term {
 	t := &term{}
 	t.stmt, t.cut = context.WithCancel(callCtx)
 	t.loop, t.end = context.WithCancel(t.stmt)
-	t.tasks.Go(func() { s.every(t, s.cfg.RescueInterval, true, s.rescue) })
+	t.tasks.Go(func() { s.rescueLoop(t) })
 	t.tasks.Go(func() { s.every(t, s.cfg.ScheduleInterval, true, s.schedule) })
 	t.tasks.Go(func() { s.every(t, s.cfg.PruneInterval, false, s.prune) })
 	if s.cfg.OnTerm != nil {

@@ -910,3 +910,53 @@ func TestStopCutsElection(t *testing.T) {
 		t.Fatalf("Stop still waits for the election after %v", waitLimit)
 	}
 }
+
+// TestRescuePlannedByExpiry: the leader rescues a lease as it expires, not up
+// to a rescue interval later. The lease here expires a second after the term's
+// first pass, and the rescue interval is an hour.
+func TestRescuePlannedByExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	job := insertJobs(t, b.exec, "q", 1, 3, time.Time{})[0]
+	cfg := taskConfig(t, "leader")
+	cfg.RescueInterval = time.Hour
+	cfg.ScheduleInterval = time.Hour
+	reported := make(chan *weirtype.JobRow, 1)
+	cfg.Rescued = func(row *weirtype.JobRow) { reported <- row }
+	start(t, b.exec, cfg)
+	// Claimed once the service leads (its first pass found nothing to rescue),
+	// with a lease of a second.
+	awaitCond(t, "the first rescue pass", nil, func() bool { return leaderGet(t, b.exec) == "leader" })
+	claimed := claim(t, b.exec, "q", 1, time.Second)[0]
+	select {
+	case row := <-reported:
+		if row.ID != job.ID || row.LeaseToken != claimed.LeaseToken {
+			t.Fatalf("rescued job %d token %d, want job %d token %d", row.ID, row.LeaseToken, job.ID, claimed.LeaseToken)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lease was not rescued within 30 s of its expiry with an hour's rescue interval")
+	}
+	// The schedule pass that follows a rescue makes it available at once (the
+	// schedule interval is an hour).
+	awaitCond(t, "the rescued job available", nil, func() bool {
+		return getJob(t, b.exec, job.ID).State == weirtype.JobStateAvailable
+	})
+}
+
+// TestElectionAtTermEnd: a client that lost an election tries again as the
+// holder's term ends, not an election interval later, so that after a leader
+// dies another leads a statement's time after its term expires. Here a dead
+// client's term has a second left and the election interval is a minute.
+func TestElectionAtTermEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if ok, err := b.exec.LeaderElect(t.Context(), &weirdriver.LeaderElectParams{
+		Name: maintenance.LeaderName, LeaderID: "dead", TTL: time.Second,
+	}); err != nil || !ok {
+		t.Fatalf("the dead client's term: %v %v", ok, err)
+	}
+	cfg := config(t, "survivor")
+	cfg.ElectInterval, cfg.LeaderTTL = time.Minute, 3*time.Minute
+	s := start(t, b.exec, cfg)
+	awaitCondWithin(t, 30*time.Second, "the survivor to lead", []*maintenance.Service{s}, s.IsLeader)
+}

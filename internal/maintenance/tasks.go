@@ -29,6 +29,65 @@ func (s *Service) every(t *term, interval time.Duration, now bool, task func(*te
 	}
 }
 
+// minRescueGap is the least time between two rescue passes planned by a lease
+// expiry: a lease that expired but is held locked (its worker is writing the
+// outcome right now) is not taken, and would otherwise be planned for at once,
+// again and again.
+const minRescueGap = 100 * time.Millisecond
+
+// rescueLoop rescues at the start of the term, then when the earliest lease of
+// a running job expires, and at least every RescueInterval. It looks up the
+// earliest expiry after each pass and again every ElectInterval (a read, not a
+// pass), so that it learns of leases claimed since. Planning by the expiry makes
+// a crashed worker's job runnable again a statement's time after its lease
+// expires, not up to a rescue interval later; and a new leader, whose first pass
+// takes every lease that expired while nobody led, plans its next pass for the
+// leases expiring after it.
+func (s *Service) rescueLoop(t *term) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	due := time.Now() // when the next pass is due
+	for {
+		select {
+		case <-t.loop.Done():
+			return
+		case <-timer.C:
+		}
+		if !time.Now().Before(due) {
+			s.rescue(t)
+			due = time.Now().Add(s.cfg.RescueInterval)
+		}
+		if wait, ok := s.untilExpiry(t); ok {
+			due = minTime(due, time.Now().Add(wait))
+		}
+		timer.Reset(min(time.Until(due), s.cfg.ElectInterval))
+	}
+}
+
+// untilExpiry is how long until the earliest lease of a running job expires,
+// by the database clock, plus a millisecond (rescue takes a lease once its
+// expiry has passed), and at least minRescueGap; false when no job runs or the
+// lookup failed.
+func (s *Service) untilExpiry(t *term) (time.Duration, bool) {
+	ctx, cancel := context.WithTimeout(t.stmt, s.cfg.ElectInterval)
+	defer cancel()
+	wait, ok, err := s.exec.JobNextExpiry(ctx)
+	if err != nil {
+		if t.loop.Err() == nil && s.IsLeader() {
+			s.logger.Warn("weir: maintenance: plan the next rescue", slog.Any("error", err))
+		}
+		return 0, false
+	}
+	return max(wait+time.Millisecond, minRescueGap), ok
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // batches runs stmt, which changes up to limit rows, until it changes fewer,
 // fails or the term ends, and calls committed, if set, after each batch that
 // committed. Each statement's context ends at the term's local deadline, or

@@ -368,3 +368,72 @@ func testLeaderElectionConcurrent(t *testing.T, d weirdriver.Driver) {
 		t.Fatalf("leader %q, %v; want candidate-%d", id, err, winner)
 	}
 }
+
+// testNextExpiry: JobNextExpiry is the time until the earliest lease of a
+// running job expires, by the store's clock, and nothing when no job runs.
+func testNextExpiry(t *testing.T, d weirdriver.Driver) {
+	next := func() (time.Duration, bool) {
+		t.Helper()
+		wait, ok, err := d.Executor().JobNextExpiry(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wait, ok
+	}
+	if wait, ok := next(); ok {
+		t.Fatalf("empty store: next expiry in %s", wait)
+	}
+	insertOne(t, d, params("k", "exp-waiting", `{}`))
+	if wait, ok := next(); ok {
+		t.Fatalf("no job running: next expiry in %s", wait)
+	}
+	claimOne(t, d, "exp-hour", 3, time.Hour)
+	claimOne(t, d, "exp-minute", 3, time.Minute)
+	if wait, ok := next(); !ok || wait <= 50*time.Second || wait > time.Minute {
+		t.Fatalf("leases of a minute and an hour: next expiry in %s (%v), want the minute's", wait, ok)
+	}
+	claimOne(t, d, "exp-gone", 3, time.Microsecond)
+	time.Sleep(time.Millisecond) // the lease's whole length, so that it has expired
+	if wait, ok := next(); !ok || wait > 0 {
+		t.Fatalf("an expired lease: next expiry in %s (%v), want it past", wait, ok)
+	}
+}
+
+// testLeaderTermLeft: LeaderTermLeft is the time the unexpired term has left
+// by the store's clock, and nothing once it ended or expired.
+func testLeaderTermLeft(t *testing.T, d weirdriver.Driver) {
+	exec := d.Executor()
+	left := func() (time.Duration, bool) {
+		t.Helper()
+		d, ok, err := exec.LeaderTermLeft(ctx(t), "maintenance")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, ok
+	}
+	if d, ok := left(); ok {
+		t.Fatalf("no term: %s left", d)
+	}
+	if ok, err := exec.LeaderElect(ctx(t), &weirdriver.LeaderElectParams{Name: "maintenance", LeaderID: "a", TTL: time.Minute}); err != nil || !ok {
+		t.Fatalf("elect: %v %v", ok, err)
+	}
+	if d, ok := left(); !ok || d <= 50*time.Second || d > time.Minute {
+		t.Fatalf("a minute's term: %s left (%v)", d, ok)
+	}
+	if d, ok, err := exec.LeaderTermLeft(ctx(t), "other"); err != nil || ok {
+		t.Fatalf("another name: %s left (%v), %v", d, ok, err)
+	}
+	if err := exec.LeaderResign(ctx(t), "maintenance", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := left(); ok {
+		t.Fatalf("after resigning: %s left", d)
+	}
+	if ok, err := exec.LeaderElect(ctx(t), &weirdriver.LeaderElectParams{Name: "maintenance", LeaderID: "a", TTL: time.Microsecond}); err != nil || !ok {
+		t.Fatalf("elect: %v %v", ok, err)
+	}
+	time.Sleep(time.Millisecond) // the term's whole length, so that it has expired
+	if d, ok := left(); ok {
+		t.Fatalf("after the term expired: %s left", d)
+	}
+}

@@ -71,10 +71,12 @@ func Run(t *testing.T, setup Setup) {
 		{"JobCompleteOutputProgress", testJobCompleteOutputProgress},
 		{"Rescue", testRescue},
 		{"RescueKeepsPlace", testRescueKeepsPlace},
+		{"NextExpiry", testNextExpiry},
 		{"Schedule", testSchedule},
 		{"Prune", testPrune},
 		{"LeaderElection", testLeaderElection},
 		{"LeaderElectionConcurrent", testLeaderElectionConcurrent},
+		{"LeaderTermLeft", testLeaderTermLeft},
 		{"Listen", testListen},
 		{"RuntimeRejectsBadParams", testRuntimeRejectsBadParams},
 	}

@@ -279,6 +279,15 @@ func (e *executor) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams)
 	return collectJobs(r, "rescue jobs")
 }
 
+func (e *executor) JobNextExpiry(ctx context.Context) (_ time.Duration, _ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	var us pgtype.Int8
+	if err := e.db.QueryRow(ctx, e.q.jobNextExpiry).Scan(&us); err != nil {
+		return 0, false, fmt.Errorf("next lease expiry: %w", err)
+	}
+	return time.Duration(us.Int64) * time.Microsecond, us.Valid, nil
+}
+
 func (e *executor) JobSchedule(ctx context.Context, limit int) (_ int, err error) {
 	defer func() { err = schemaErr(err) }()
 	if err := weirdriver.CheckSchedule(limit); err != nil {
@@ -355,6 +364,19 @@ func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time
 		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, err)
 	}
 	return leader, expiresAt, nil
+}
+
+func (e *executor) LeaderTermLeft(ctx context.Context, name string) (_ time.Duration, _ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	var us int64
+	err = e.db.QueryRow(ctx, e.q.leaderTermLeft, name).Scan(&us)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("leader term of %s: %w", name, err)
+	}
+	return time.Duration(us) * time.Microsecond, true, nil
 }
 
 // collectJobs reads rows of jobColumns.

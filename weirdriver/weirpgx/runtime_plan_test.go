@@ -83,6 +83,7 @@ LATERAL (SELECT CASE
 		{"complete", q.jobComplete, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, nulls(len(running)), nulls(len(running))}},
 		{"renew", q.jobRenew, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, int64(60e6), progress}},
 		{"rescue", q.jobRescue, []string{"weir_job_running_idx"}, []any{100, "lost"}},
+		{"next expiry", q.jobNextExpiry, []string{"weir_job_running_idx"}, nil},
 		{"schedule", q.jobSchedule, []string{"weir_job_pending_idx"}, []any{100, q.insertChannel}},
 		{"prune", q.jobPrune, []string{"weir_job_finalized_idx"}, []any{cutoff, nil, nil, cutoff, 1000}},
 	}

@@ -212,6 +212,13 @@ rescued AS (
 )
 SELECT {cols} FROM rescued ORDER BY id`
 
+// jobNextExpirySQL is how many microseconds until the earliest lease of a
+// running job expires by the database clock (NULL when none runs), found
+// through weir_job_running_idx, as rescue finds the expired ones.
+const jobNextExpirySQL = `
+SELECT (extract(epoch FROM min(lease_expires_at) - now()) * 1000000)::bigint
+FROM {job} WHERE state = 'running'`
+
 // jobScheduleSQL makes up to $1 due pending jobs available, through
 // weir_job_pending_idx, then sends one notification per queue on $2, the insert
 // channel. Returns how many jobs it changed and how many notifications it sent.
@@ -273,6 +280,11 @@ const leaderResignSQL = `DELETE FROM {leader} WHERE name = $1 AND leader_id = $2
 // row.
 const leaderGetSQL = `SELECT leader_id, expires_at FROM {leader} WHERE name = $1 AND expires_at >= now()`
 
+// leaderTermLeftSQL is how many microseconds $1's unexpired term has left, or
+// no row.
+const leaderTermLeftSQL = `SELECT (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+FROM {leader} WHERE name = $1 AND expires_at >= now()`
+
 // runtimeQueries are the worker runtime's statements, with the schema filled in.
 type runtimeQueries struct {
 	jobClaim       string
@@ -283,11 +295,13 @@ type runtimeQueries struct {
 	jobStatesUnder string
 	jobRenew       string
 	jobRescue      string
+	jobNextExpiry  string
 	jobSchedule    string
 	jobPrune       string
 	leaderElect    string
 	leaderResign   string
 	leaderGet      string
+	leaderTermLeft string
 }
 
 // newRuntimeQueries fills the runtime's statements with fill (filler).
@@ -301,10 +315,12 @@ func newRuntimeQueries(fill func(string) string) runtimeQueries {
 		jobStatesUnder: fill(jobStatesUnderSQL),
 		jobRenew:       fill(jobRenewSQL),
 		jobRescue:      fill(jobRescueSQL),
+		jobNextExpiry:  fill(jobNextExpirySQL),
 		jobSchedule:    fill(jobScheduleSQL),
 		jobPrune:       fill(jobPruneSQL),
 		leaderElect:    fill(leaderElectSQL),
 		leaderResign:   fill(leaderResignSQL),
 		leaderGet:      fill(leaderGetSQL),
+		leaderTermLeft: fill(leaderTermLeftSQL),
 	}
 }

@@ -175,6 +175,10 @@ RETURNING state, queue`)
 WHERE id = ?1 AND lease_token = ?2 AND state = 'running'
 RETURNING cancel_requested_at IS NOT NULL`
 
+	// The earliest lease expiry of a running job (micros; NULL when none runs),
+	// through weir_job_running_idx as rescue.
+	jobNextExpiry = `SELECT min(lease_expires_at) FROM weir_job WHERE state = 'running'`
+
 	// Rescue: expired leases through weir_job_running_idx, at most ?1. ?2 now,
 	// ?3 now as text for the error entry, ?4 the error message.
 	jobRescue = fill(`UPDATE weir_job SET

@@ -203,6 +203,15 @@ func (e *executor) JobRescue(ctx context.Context, p *weirdriver.JobRescueParams)
 	return jobs, nil
 }
 
+func (e *executor) JobNextExpiry(ctx context.Context) (_ time.Duration, _ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	var us sql.NullInt64
+	if err := e.reader().QueryRowContext(ctx, jobNextExpiry).Scan(&us); err != nil {
+		return 0, false, fmt.Errorf("next lease expiry: %w", err)
+	}
+	return time.Duration(us.Int64-nowMicros()) * time.Microsecond, us.Valid, nil
+}
+
 func (e *executor) JobSchedule(ctx context.Context, limit int) (_ int, err error) {
 	defer func() { err = schemaErr(err) }()
 	if err := weirdriver.CheckSchedule(limit); err != nil {
@@ -320,6 +329,23 @@ func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time
 		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, err)
 	}
 	return leader, fromMicros(expires), nil
+}
+
+func (e *executor) LeaderTermLeft(ctx context.Context, name string) (_ time.Duration, _ bool, err error) {
+	defer func() { err = schemaErr(err) }()
+	now := nowMicros()
+	var (
+		leader  string
+		expires int64
+	)
+	err = e.reader().QueryRowContext(ctx, leaderGet, name, now).Scan(&leader, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("leader term of %s: %w", name, err)
+	}
+	return time.Duration(expires-now) * time.Microsecond, true, nil
 }
 
 // JobComplete implements weirdriver.Inserter: JobFinalize's completion of one

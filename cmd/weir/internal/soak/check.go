@@ -96,11 +96,15 @@ type stopReport struct {
 	Error  string        `json:"error,omitempty"`
 	// Abandoned are the handlers that had not returned when Stop returned.
 	Abandoned []leaseRef `json:"abandoned,omitempty"`
-	// Unwritten is set when Stop said some outcomes were not written.
-	Unwritten         bool  `json:"unwritten,omitempty"`
-	StaleWrites       int64 `json:"stale_writes"`
-	LeasesLost        int64 `json:"leases_lost"`
-	AbandonedOutcomes int64 `json:"abandoned_outcomes"`
+	// Unwritten is set when Stop said some outcomes were not written;
+	// UnwrittenJobs are the jobs it named, and BudgetOut is set when it said
+	// outcomes were left unwritten because its budget ran out (naming none).
+	Unwritten         bool    `json:"unwritten,omitempty"`
+	UnwrittenJobs     []int64 `json:"unwritten_jobs,omitempty"`
+	BudgetOut         bool    `json:"budget_out,omitempty"`
+	StaleWrites       int64   `json:"stale_writes"`
+	LeasesLost        int64   `json:"leases_lost"`
+	AbandonedOutcomes int64   `json:"abandoned_outcomes"`
 }
 
 // workerRun is one worker process from start to exit, on the database clock.
@@ -125,11 +129,14 @@ type workerRun struct {
 
 // The faults of the schedule.
 const (
-	faultRestart   = "restart"   // SIGTERM one worker, start a replacement
-	faultKill      = "kill"      // SIGKILL one worker, start a replacement
-	faultPause     = "pause"     // SIGSTOP one worker for a while, then SIGCONT
-	faultConnKill  = "connkill"  // pg_terminate_backend of every worker session
-	faultPGRestart = "pgrestart" // restart the PostgreSQL server
+	faultRestart = "restart" // SIGTERM one worker, start a replacement
+	faultKill    = "kill"    // SIGKILL one worker, start a replacement
+	// faultKillLeader SIGKILLs the maintenance leader; it is logged as a
+	// kill with Detail "leader", as is a kill fault that hit the leader.
+	faultKillLeader = "killleader"
+	faultPause      = "pause"     // SIGSTOP one worker for a while, then SIGCONT
+	faultConnKill   = "connkill"  // pg_terminate_backend of every worker session
+	faultPGRestart  = "pgrestart" // restart the PostgreSQL server
 )
 
 // faultEvent is one fault the schedule injected, on the database clock. A
@@ -173,7 +180,7 @@ const (
 	dupAbandoned  = "abandoned"    // the handler ignored cancellation past a stop's budget
 	dupLeaseLost  = "lease lost"   // the worker ran on but its lease lapsed during a database fault
 	dupDBDownStop = "db down"      // a graceful stop could not write an outcome: the server was restarting
-	dupBudgetOut  = "budget out"   // a graceful stop ran out of budget with outcomes unwritten, and said so
+	dupBudgetOut  = "budget out"   // a graceful stop left the outcome unwritten, and its error said so
 	dupUnwritten  = "unwritten"    // a handler returned during a graceful stop, its outcome was lost: G2
 	dupUnexplain  = "unexplained"  // none of the above
 	dupAfterFinal = "after final"  // the job ran again after its outcome was final
@@ -191,7 +198,7 @@ var dupCauses = []struct {
 	{dupAbandoned, "handler ignored cancellation past the stop budget", true},
 	{dupLeaseLost, "lease lapsed during a database fault", true},
 	{dupDBDownStop, "outcome unwritable at a stop: server restarting", true},
-	{dupBudgetOut, "outcome unwritten when a stop's budget ran out", true},
+	{dupBudgetOut, "outcome unwritten at a stop that said so", true},
 	{dupUnwritten, "outcome lost at a graceful stop (G2)", false},
 	{dupAfterFinal, "ran again after a final outcome", false},
 	{dupUnexplain, "unexplained", false},
@@ -209,6 +216,7 @@ type soakReport struct {
 	Inserted, Jobs, Executions  int
 	States                      map[string]int
 	Restarts, Kills, PGRestarts int
+	LeaderKills                 int // kills of the maintenance leader
 	Pauses                      int
 	ConnKills, BackendsKilled   int
 	GracefulStops               int
@@ -401,6 +409,9 @@ func (c *checker) index() {
 			r.Restarts++
 		case faultKill:
 			r.Kills++
+			if f.Detail == "leader" {
+				r.LeaderKills++
+			}
 		case faultPause:
 			r.Pauses++
 		case faultConnKill:
@@ -614,9 +625,10 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 			c.r.Duplicates[dupAbandoned]++
 		case w.Report != nil && w.Report.Unwritten && c.faulted(w.SigtermAt, w.ExitAt, faultPGRestart):
 			c.r.Duplicates[dupDBDownStop]++
-		// G2 is promised for a Stop that returns nil: one whose budget ran
-		// out returned an error naming the unwritten outcomes.
-		case w.Report != nil && w.Report.Unwritten && w.Report.Took >= w.Report.Budget:
+		// G2 is promised for a Stop that returns nil: this one returned an
+		// error naming the job, or saying its budget ran out with outcomes
+		// unwritten.
+		case w.Report != nil && (w.Report.BudgetOut || slices.Contains(w.Report.UnwrittenJobs, x.JobID)):
 			c.r.Duplicates[dupBudgetOut]++
 		default:
 			c.dup(dupUnwritten, "G2", x, "the handler of lease %d (mode %s, result %q) returned during %s's graceful stop, yet the lease was rescued at %s and the job ran again",
@@ -672,9 +684,15 @@ func (c *checker) faulted(from, to time.Time, kinds ...string) bool {
 // bound: rescue needs the database, and a leader frozen after the kill holds
 // its term until it expires. (A leader frozen before the kill does not stretch
 // the bound: its term ends within a term of the pause.)
+//
+// When a maintenance leader was killed (the worker itself or another) before
+// the job was runnable, the bound is also a leader term after the last such
+// kill, if that is later: the term (three election intervals, the election
+// interval being the rescue interval capped at 5 s) must expire before
+// another client leads and rescues.
 func (c *checker) checkG9() {
 	s := c.d.Settings
-	bound := s.Lease + s.Rescue
+	term := 3 * min(5*time.Second, s.Rescue)
 	for i := range c.d.Ends {
 		e := &c.d.Ends[i]
 		if c.kinds[e.ref()] != endRescue {
@@ -697,6 +715,10 @@ func (c *checker) checkG9() {
 			runnable = promoted
 		}
 		late := runnable.Sub(w.KilledAt)
+		bound := s.Lease + s.Rescue
+		if d, ok := c.lastLeaderKill(runnable); ok {
+			bound = max(bound, d.Sub(w.KilledAt)+term)
+		}
 		if c.faulted(w.KilledAt, runnable, faultConnKill, faultPGRestart) || c.pauseBegan(w.KilledAt, runnable) {
 			c.r.G9Faulted++
 			c.r.WorstRerunFaulted = max(c.r.WorstRerunFaulted, late)
@@ -710,6 +732,18 @@ func (c *checker) checkG9() {
 		c.r.G9Checked++
 		c.r.WorstRerun = max(c.r.WorstRerun, late)
 	}
+}
+
+// lastLeaderKill returns the last kill of a maintenance leader at or before
+// t.
+func (c *checker) lastLeaderKill(t time.Time) (time.Time, bool) {
+	var last time.Time
+	for i := range c.d.Faults {
+		if f := &c.d.Faults[i]; f.Kind == faultKill && f.Detail == "leader" && !f.At.After(t) && f.At.After(last) {
+			last = f.At
+		}
+	}
+	return last, !last.IsZero()
 }
 
 // checkStops: every graceful stop returned within its budget + 100 ms (G4), as

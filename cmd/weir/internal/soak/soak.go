@@ -89,12 +89,15 @@ type Config struct {
 	// are the intervals of the restart, kill, pause, connkill and pgrestart
 	// faults; each wait is drawn from 75% to 125% of its interval.
 	RestartEvery, KillEvery, PauseEvery, ConnKillEvery, PGRestartEvery time.Duration
+	// KillLeaderEvery is the interval of the killleader fault: a SIGKILL of
+	// the maintenance leader.
+	KillLeaderEvery time.Duration
 	// PauseFor is how long a paused worker stays frozen.
 	PauseFor time.Duration
 	// PGRestartDown is how long every second PostgreSQL restart (a crash)
 	// keeps the server down; zero or more.
 	PGRestartDown time.Duration
-	// G9Slack is the allowance over lease + rescue interval for a killed
+	// G9Slack is the allowance over the G9 bound for a killed
 	// worker's jobs to be runnable again, for statement latency; zero or more.
 	G9Slack time.Duration
 	// DrainTimeout bounds the wait for every job to be final.
@@ -114,7 +117,7 @@ type Config struct {
 // report shows them: the faults of the schedule, and the probe modes of jobs
 // that misbehave (overrun, stubborn).
 func FaultNames() []string {
-	return []string{faultRestart, faultKill, faultPause, faultConnKill, faultPGRestart, modeOverrun, modeStubborn}
+	return []string{faultRestart, faultKill, faultKillLeader, faultPause, faultConnKill, faultPGRestart, modeOverrun, modeStubborn}
 }
 
 // Validate checks s, naming the flag of weir soak that sets a wrong field.
@@ -147,6 +150,7 @@ func (c *Config) Validate() error {
 	if err := positive(
 		flagValue{"duration", c.Duration}, flagValue{"restart-every", c.RestartEvery}, flagValue{"kill-every", c.KillEvery},
 		flagValue{"connkill-every", c.ConnKillEvery}, flagValue{"pgrestart-every", c.PGRestartEvery},
+		flagValue{"killleader-every", c.KillLeaderEvery},
 		flagValue{"pause-every", c.PauseEvery}, flagValue{"pause-for", c.PauseFor}, flagValue{"drain-timeout", c.DrainTimeout},
 	); err != nil {
 		return err
@@ -374,7 +378,8 @@ func (s *soakRun) settingsJSON() string {
 		"duration": cfg.Duration.String(), "workers": cfg.Workers, "concurrency": cfg.Concurrency, "rate": cfg.Rate,
 		"faults": s.faultList(), "restart_every": cfg.RestartEvery.String(), "kill_every": cfg.KillEvery.String(),
 		"connkill_every": cfg.ConnKillEvery.String(), "pgrestart_every": cfg.PGRestartEvery.String(),
-		"lease": cfg.Lease.String(), "heartbeat": cfg.Heartbeat.String(), "rescue": cfg.Rescue.String(),
+		"killleader_every": cfg.KillLeaderEvery.String(),
+		"lease":            cfg.Lease.String(), "heartbeat": cfg.Heartbeat.String(), "rescue": cfg.Rescue.String(),
 		"stop_budget": cfg.StopBudget.String(), "job_timeout": cfg.JobTimeout.String(), "seed": s.seed,
 	})
 	return string(b)
@@ -595,8 +600,9 @@ func (s *soakRun) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// victim picks a random ready worker that was told nothing yet, or nil.
-func (s *soakRun) victim(rng *rand.Rand) *workerProc {
+// victim picks a ready worker that was told nothing yet, or nil: the one
+// named prefer if it is one, otherwise a random one.
+func (s *soakRun) victim(rng *rand.Rand, prefer string) *workerProc {
 	var ok []*workerProc
 	for _, p := range s.slots {
 		if p != nil && p.isReady && !p.stopping && !p.killed && !p.paused {
@@ -610,7 +616,23 @@ func (s *soakRun) victim(rng *rand.Rand) *workerProc {
 	if len(ok) == 0 {
 		return nil
 	}
+	for _, p := range ok {
+		if prefer != "" && p.name == prefer {
+			return p
+		}
+	}
 	return ok[rng.IntN(len(ok))]
+}
+
+// leader returns the name of the worker that leads maintenance (and fires the
+// periodic workload), or "" when none does or the database does not answer.
+func (s *soakRun) leader(ctx context.Context) string {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var name string
+	_ = s.pool.QueryRow(qctx, "SELECT leader_id FROM "+pgx.Identifier{s.cfg.Schema, "weir_leader"}.Sanitize()+
+		" WHERE name = 'maintenance' AND expires_at > now()").Scan(&name)
+	return name
 }
 
 // takeVictim picks a victim for a fault of kind and marks it with mark,
@@ -619,11 +641,17 @@ func (s *soakRun) victim(rng *rand.Rand) *workerProc {
 // not at all; if ctx ends first, it counts the fault as skipped and returns
 // nil.
 func (s *soakRun) takeVictim(ctx context.Context, kind string, rng *rand.Rand, mark func(*workerProc)) *workerProc {
+	return s.takeVictimPreferring(ctx, kind, rng, "", mark)
+}
+
+// takeVictimPreferring is takeVictim, choosing the worker named prefer when it
+// is ready.
+func (s *soakRun) takeVictimPreferring(ctx context.Context, kind string, rng *rand.Rand, prefer string, mark func(*workerProc)) *workerProc {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		s.mu.Lock()
-		if p := s.victim(rng); p != nil {
+		if p := s.victim(rng, prefer); p != nil {
 			mark(p)
 			s.mu.Unlock()
 			return p
@@ -657,9 +685,9 @@ func (s *soakRun) addFault(f faultEvent) {
 func (s *soakRun) schedule(ctx context.Context, wg *sync.WaitGroup) {
 	every := map[string]time.Duration{
 		faultRestart: s.cfg.RestartEvery, faultKill: s.cfg.KillEvery, faultPause: s.cfg.PauseEvery,
-		faultConnKill: s.cfg.ConnKillEvery, faultPGRestart: s.cfg.PGRestartEvery,
+		faultConnKill: s.cfg.ConnKillEvery, faultPGRestart: s.cfg.PGRestartEvery, faultKillLeader: s.cfg.KillLeaderEvery,
 	}
-	for i, kind := range []string{faultRestart, faultKill, faultPause, faultConnKill, faultPGRestart} {
+	for i, kind := range []string{faultRestart, faultKill, faultPause, faultConnKill, faultPGRestart, faultKillLeader} {
 		if !s.enabled[kind] {
 			continue
 		}
@@ -683,28 +711,45 @@ func (s *soakRun) schedule(ctx context.Context, wg *sync.WaitGroup) {
 
 func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 	switch kind {
-	case faultRestart, faultKill:
-		p := s.takeVictim(ctx, kind, rng, func(p *workerProc) {
+	case faultRestart, faultKill, faultKillLeader:
+		// A kill asks who leads first: a killleader fault kills the leader
+		// (or a random worker when none leads), and the G9 check holds a kill
+		// of the leader, by either fault, to the bound after a leader's death.
+		var leader, prefer string
+		if kind != faultRestart {
+			leader = s.leader(ctx)
+		}
+		if kind == faultKillLeader {
+			prefer = leader
+		}
+		p := s.takeVictimPreferring(ctx, kind, rng, prefer, func(p *workerProc) {
 			now := time.Now()
 			if kind == faultRestart {
 				p.stopping, p.sigtermAt = true, now
 			} else {
 				p.killed, p.killedAt = true, now
 			}
-			s.faults = append(s.faults, faultEvent{Kind: kind, Worker: p.name, At: now})
+			f := faultEvent{Kind: kind, Worker: p.name, At: now}
+			if kind != faultRestart {
+				f.Kind = faultKill // both kill faults are kills to the checker
+				if leader != "" && p.name == leader {
+					f.Detail = "leader"
+				}
+			}
+			s.faults = append(s.faults, f)
 		})
 		if p == nil {
 			return
 		}
 		sig := syscall.SIGTERM
-		if kind == faultKill {
+		if kind != faultRestart {
 			sig = syscall.SIGKILL
 		}
 		if err := p.cmd.Process.Signal(sig); err != nil {
 			s.logf("%s %s: %v", kind, p.name, err)
 		}
 		s.logf("%s %s", kind, p.name)
-		if kind == faultKill {
+		if kind != faultRestart {
 			<-p.exited // the replacement starts once the victim is gone
 		}
 		s.startWorker(p.slot)

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -396,6 +397,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout, s
 	if stopErr != nil {
 		report.Error = stopErr.Error()
 		report.Unwritten = strings.Contains(report.Error, "not written")
+		report.BudgetOut = strings.Contains(report.Error, "not written before the deadline")
+		report.UnwrittenJobs = unwrittenJobs(report.Error)
 	}
 	line, err := json.Marshal(report)
 	if err != nil {
@@ -403,4 +406,25 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout, s
 	}
 	fmt.Fprintf(stdout, "stop %s\n", line)
 	return nil
+}
+
+// unwrittenJobs reads the jobs a Stop's error names as having run without their
+// outcomes written ("the outcomes of jobs [1 2 3] were not written").
+func unwrittenJobs(stopErr string) []int64 {
+	const prefix = "the outcomes of jobs ["
+	i := strings.Index(stopErr, prefix)
+	if i < 0 {
+		return nil
+	}
+	list, _, ok := strings.Cut(stopErr[i+len(prefix):], "]")
+	if !ok {
+		return nil
+	}
+	var ids []int64
+	for _, f := range strings.Fields(list) {
+		if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

@@ -89,6 +89,7 @@ func TestStopBudget(t *testing.T) {
 	stuck := b.start(t, cfg)
 	id := b.insertProbe(t, "stuck", nil)
 	g.expectStarted(t)
+	waitFor(t, 10*time.Second, "the only client to lead", stuck.IsLeader)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -101,6 +102,15 @@ func TestStopBudget(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "abandoned") || !strings.Contains(err.Error(), "probe") ||
 		!strings.Contains(err.Error(), "job "+itoa(id)) {
 		t.Fatalf("Stop's error %v does not name job %d", err, id)
+	}
+	// The handler used the whole budget, yet the client gave up its term in
+	// the budget's tail: the next leader need not wait for it to lapse (G9).
+	var terms int
+	if err := b.pool.QueryRow(testCtx(t), "SELECT count(*) FROM "+b.schema+".weir_leader").Scan(&terms); err != nil {
+		t.Fatal(err)
+	}
+	if terms != 0 {
+		t.Errorf("after a Stop that used its whole budget, %d leader term(s) still held", terms)
 	}
 
 	// Another client rescues the job once its lease lapses, and completes it.

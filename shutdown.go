@@ -64,6 +64,7 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 
 // shutdown runs the steps of docs/contract.md's Shutdown.
 func (e *engine) shutdown(ctx context.Context, hard bool) error {
+	whole := ctx // the whole budget, tail included
 	deadline, hasDeadline := ctx.Deadline()
 	if hasDeadline {
 		// What follows the last wait (cutting what is in flight, stopping the
@@ -116,8 +117,11 @@ func (e *engine) shutdown(ctx context.Context, hard bool) error {
 	drainErr := e.completer.WaitDrained(ctx)
 	e.completer.Close()
 
-	// 6. Stop the remaining services and give up leadership.
-	e.maint.Stop(ctx)
+	// 6. Stop the remaining services and give up leadership. The resignation
+	// may use the tail of the budget: a leader whose handlers used all the rest
+	// still gives up its term, rather than holding it like a crashed one until
+	// it lapses (G9).
+	e.maint.Stop(whole)
 	e.serviceCancel()
 	e.services.Wait()
 	<-e.completerDone

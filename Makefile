@@ -49,6 +49,10 @@ model: ## Check the Promela model of the lease protocol with spin (docs/model.md
 soak: ## The long soak: 10 minutes, every fault, on a throwaway PostgreSQL (docs/reliability.md)
 	$(GO) run ./cmd/weir soak --start-postgres --faults all --duration 10m --rate 120
 
+.PHONY: soak-long
+soak-long: ## The long haul: 30 minutes, every fault, on a throwaway PostgreSQL (docs/reliability.md)
+	$(GO) run ./cmd/weir soak --start-postgres --faults all --duration 30m --rate 150
+
 .PHONY: bench-compare
 bench-compare: ## weir and River side by side, 3 rounds of W1-W5 (about 25 minutes; bench/README.md)
 	cd bench && $(GO) run ./cmd/compare --rounds 3 --json results/compare.json

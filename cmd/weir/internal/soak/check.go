@@ -249,6 +249,8 @@ type soakReport struct {
 	PeriodicSlots               int
 	PeriodicFirst, PeriodicLast time.Time
 	Violations                  []violation
+	// Table is the job table at the end, when it could be read.
+	Table *tableStats
 }
 
 // byGuarantee counts the violations of g.

@@ -76,6 +76,9 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("worst kill to runnable again (G9)", fmt.Sprintf("%s over %d jobs", r.WorstRerun.Round(time.Millisecond), r.G9Checked))
 	row("  the same with a database fault or a pause in between (not bounded)", fmt.Sprintf("%s over %d jobs",
 		r.WorstRerunFaulted.Round(time.Millisecond), r.G9Faulted))
+	if r.Table != nil {
+		row("job table at the end", r.Table)
+	}
 	tw.Flush()
 
 	fmt.Fprintln(w)

@@ -351,6 +351,9 @@ func (s *soakRun) run(ctx context.Context) (err error) {
 		return fmt.Errorf("soak: read the audit trail: %v", err)
 	}
 	report := checkSoak(data)
+	if report.Table, err = s.readTableStats(ctx); err != nil {
+		fmt.Fprintf(s.stderr, "soak: %v\n", err)
+	}
 	s.record(ctx, data)
 	s.printReport(s.stdout, report, time.Since(s.begin))
 	if n := len(report.Violations); n > 0 {

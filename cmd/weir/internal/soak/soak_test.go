@@ -71,3 +71,50 @@ func TestSoakSchemaMark(t *testing.T) {
 		t.Errorf("the second run kept the first one's soak_run")
 	}
 }
+
+// TestReadTableStats: the report's last line reads the job table of the run's
+// schema: its rows, and the dead tuples its updates left.
+func TestReadTableStats(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t, nil)
+	ctx := t.Context()
+	schema := dbtest.SchemaName(t)
+	if err := prepareSoakSchema(ctx, pool, schema, `{}`); err != nil {
+		t.Fatal(err)
+	}
+	job := pgx.Identifier{schema, "weir_job"}.Sanitize()
+	if _, err := pool.Exec(ctx, "INSERT INTO "+job+" (kind, args, queue, max_attempts) SELECT 'k', '{}', 'q', 5 FROM generate_series(1, 50)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+job+" SET priority = 2 WHERE id % 5 = 0"); err != nil {
+		t.Fatal(err)
+	}
+	s := &soakRun{cfg: &Config{WorkerSettings: WorkerSettings{Schema: schema}}, pool: pool}
+	var got *tableStats
+	// The statistics views lag the table: wait for the counts to arrive.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		if got, err = s.readTableStats(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got.Live == 50 && got.Dead == 10 || time.Now().After(deadline) {
+			break
+		}
+		if _, err := pool.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got.Live != 50 || got.Dead != 10 || got.HeapBytes == 0 || got.IndexBytes == 0 {
+		t.Fatalf("got %+v, want 50 live and 10 dead tuples in a table and indexes of some size", got)
+	}
+	if line := got.String(); !strings.Contains(line, "50 live, 10 dead tuples") {
+		t.Errorf("report line %q", line)
+	}
+
+	s.cfg.Schema = dbtest.SchemaName(t) // no such schema
+	if _, err := s.readTableStats(ctx); err == nil || !strings.Contains(err.Error(), "weir_job") {
+		t.Errorf("a missing table: got %v, want an error naming it", err)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/weirq/weir/internal/pgcluster"
 )
 

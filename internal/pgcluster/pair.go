@@ -263,30 +263,45 @@ func (p *Pair) Rebuild() error {
 	return p.makeStandby(1 - p.primary)
 }
 
-// CutReplication stops the standby's replication: its primary_conninfo is
-// emptied and its WAL receiver waited out, so that nothing the primary
-// commits from then on reaches it, until ResumeReplication or Promote. With a
-// synchronous standby, commits then wait.
-func (p *Pair) CutReplication() error {
+// CutReplication stops the standby's replication, until ResumeReplication
+// or Promote: it waits until the standby has received everything the
+// primary had written, then empties the standby's primary_conninfo and waits
+// its WAL receiver out. It returns the time at which it began: every commit
+// that returned before then is on the standby, and any that returned since
+// may not be, so that with an asynchronous standby a failover loses at most
+// the commits from then until the crash. With a synchronous standby, commits
+// wait meanwhile.
+func (p *Pair) CutReplication() (time.Time, error) {
 	if p.savedCon != "" {
-		return nil
+		return time.Time{}, errors.New("cut replication: it is cut already")
 	}
+	begin := time.Now()
 	sb := p.Standby()
-	var con string
+	var con, lsn string
 	if err := p.query(sb, "SHOW primary_conninfo", &con); err != nil {
-		return err
+		return begin, err
 	}
 	if con == "" {
-		return errors.New("cut replication: the standby has no primary_conninfo")
+		return begin, errors.New("cut replication: the standby has no primary_conninfo")
+	}
+	if err := p.query(p.Primary(), "SELECT pg_current_wal_lsn()::text", &lsn); err != nil {
+		return begin, err
+	}
+	if err := p.waitFor(sb, "the standby to receive "+lsn, func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+		var ok bool
+		err := conn.QueryRow(ctx, "SELECT coalesce(pg_last_wal_receive_lsn() >= $1::text::pg_lsn, false)", lsn).Scan(&ok)
+		return ok, err
+	}); err != nil {
+		return begin, err
 	}
 	if err := p.exec(sb, "ALTER SYSTEM SET primary_conninfo = ''"); err != nil {
-		return err
+		return begin, err
 	}
 	if err := p.exec(sb, "SELECT pg_reload_conf()"); err != nil {
-		return err
+		return begin, err
 	}
 	p.savedCon = con
-	return p.waitFor(sb, "the WAL receiver to stop", func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	return begin, p.waitFor(sb, "the WAL receiver to stop", func(ctx context.Context, conn *pgx.Conn) (bool, error) {
 		var n int
 		err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_wal_receiver").Scan(&n)
 		return n == 0, err

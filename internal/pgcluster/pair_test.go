@@ -155,18 +155,21 @@ func TestPairCutReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCount(t, p.Standby().URL(), 1)
-	if err := p.CutReplication(); err != nil {
+	if _, err := p.CutReplication(); err != nil {
 		t.Fatal(err)
 	}
 	if err := execOn(t, url, "INSERT INTO kept VALUES (2)"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := p.CutReplication(); err == nil {
+		t.Fatal("a second CutReplication did not fail")
 	}
 	if err := p.ResumeReplication(); err != nil {
 		t.Fatal(err)
 	}
 	waitCount(t, p.Standby().URL(), 2) // resumed: it comes
 
-	if err := p.CutReplication(); err != nil {
+	if _, err := p.CutReplication(); err != nil {
 		t.Fatal(err)
 	}
 	if err := execOn(t, url, "INSERT INTO kept VALUES (3)"); err != nil {

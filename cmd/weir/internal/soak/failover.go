@@ -70,7 +70,7 @@ func (c *Config) validateFailover() error {
 // their multi-host URL.
 func (s *soakRun) startPair() error {
 	sync := s.cfg.Standby != standbyAsync
-	fmt.Fprintf(s.stderr, "soak: starting a throwaway PostgreSQL primary and a %s standby\n", s.cfg.Standby)
+	fmt.Fprintf(s.stderr, "soak: starting a throwaway PostgreSQL primary and a streaming standby (%s)\n", s.cfg.Standby)
 	p, err := pgcluster.StartPair(pgcluster.PairOptions{
 		DirPrefix: "weir-soak-pg-",
 		Database:  "soak",

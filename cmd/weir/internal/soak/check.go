@@ -203,6 +203,7 @@ var dupCauses = []struct {
 	{dupLeaseLost, "lease lapsed during a database fault", true},
 	{dupDBDownStop, "outcome unwritable at a stop: server restarting", true},
 	{dupBudgetOut, "outcome unwritten at a stop that said so", true},
+	{dupAsyncUndone, "outcome undone by an asynchronous failover", true},
 	{dupUnwritten, "outcome lost at a graceful stop (G2)", false},
 	{dupAfterFinal, "ran again after a final outcome", false},
 	{dupUnexplain, "unexplained", false},
@@ -255,8 +256,9 @@ type soakReport struct {
 	Violations                  []violation
 
 	// Failovers counts failover faults; AsyncLost the jobs lost because their
-	// insert returned inside an unreplicated window of an asynchronous one.
-	Failovers, AsyncLost int
+	// insert returned inside an unreplicated window of an asynchronous one,
+	// AsyncReused those of them whose id a later insert returned again.
+	Failovers, AsyncLost, AsyncReused int
 }
 
 // byGuarantee counts the violations of g.
@@ -632,6 +634,8 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 		switch {
 		case w.Report != nil && slices.Contains(w.Report.Abandoned, x.ref()):
 			c.r.Duplicates[dupAbandoned]++
+		case c.undoneByAsyncFailover(x, e):
+			c.r.Duplicates[dupAsyncUndone]++
 		case w.Report != nil && w.Report.Unwritten && c.faulted(w.SigtermAt, w.ExitAt, faultPGRestart, faultFailover):
 			c.r.Duplicates[dupDBDownStop]++
 		// G2 is promised for a Stop that returns nil: this one returned an

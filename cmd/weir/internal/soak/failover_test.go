@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
 )
 
 // asyncSoak is the clean soak with the insert times and one unreplicated
@@ -55,8 +58,13 @@ func TestSoakCheckAsyncWindow(t *testing.T) {
 			d := asyncSoak()
 			tt.change(d)
 			r := checkSoak(d)
-			if r.AsyncLost != tt.asyncLost || r.Failovers != 1 {
-				t.Errorf("async lost %d, failovers %d; want %d, 1", r.AsyncLost, r.Failovers, tt.asyncLost)
+			reused := 0
+			if strings.HasPrefix(tt.name, "id given again, first in") {
+				reused = 1
+			}
+			if r.AsyncReused != reused || r.AsyncLost != tt.asyncLost || r.Failovers != 1 {
+				t.Errorf("async lost %d (%d ids given again), failovers %d; want %d (%d), 1",
+					r.AsyncLost, r.AsyncReused, r.Failovers, tt.asyncLost, reused)
 			}
 			var g1 []string
 			for _, v := range r.Violations {
@@ -92,4 +100,51 @@ func TestSoakCheckFailoverLeaseLost(t *testing.T) {
 	if r.Duplicates[dupLeaseLost] != 1 || r.Failovers != 1 {
 		t.Errorf("duplicates %v, failovers %d; want one lease lost, one failover", r.Duplicates, r.Failovers)
 	}
+}
+
+// TestSoakCheckAsyncUndone: a handler whose end is missing and whose lease
+// was alive when an unreplicated window began may have had its end and its
+// outcome undone by the failover: its re-run is allowed and counted apart.
+// Without the window, the same trail breaks G2.
+func TestSoakCheckAsyncUndone(t *testing.T) {
+	t.Parallel()
+	trail := func(window bool) *soakData {
+		d := cleanSoak()
+		// Job 4's handler ran during w1.1's stop and recorded no end; its
+		// lease was rescued and the job ran again.
+		x := findExecOf(d, 4, 1)
+		x.Result, x.Ended = "", time.Time{}
+		for i := range d.Ends {
+			if e := &d.Ends[i]; e.JobID == 4 && e.Token == 1 {
+				*e = leaseEnd{JobID: 4, Token: 1, Holder: "w1.1", AttemptBefore: 1, AttemptAfter: 1, State: "retryable",
+					Error: weirdriver.DefaultRescueError, ExpiresAt: at(13.5), At: at(13.9)}
+			}
+		}
+		if window {
+			d.AsyncWindows = []timeWindow{{at(11), at(12)}}
+			d.Faults = append(d.Faults, faultEvent{Kind: faultFailover, At: at(11), Until: at(13), Detail: "async"})
+		}
+		return d
+	}
+	r := checkSoak(trail(true))
+	for _, v := range r.Violations {
+		t.Errorf("%s: %s", v.Guarantee, v.Msg)
+	}
+	if r.Duplicates[dupAsyncUndone] != 1 {
+		t.Errorf("duplicates %v, want one undone by the failover", r.Duplicates)
+	}
+	r = checkSoak(trail(false))
+	if r.byGuarantee("G2") != 1 || r.Duplicates[dupAsyncUndone] != 0 {
+		t.Errorf("without the window: violations %v, duplicates %v; want one of G2", r.Violations, r.Duplicates)
+	}
+}
+
+// findExecOf returns the execution of job under token in d.
+func findExecOf(d *soakData, job, token int64) *auditExec {
+	for i := range d.Execs {
+		if x := &d.Execs[i]; x.JobID == job && x.Token == token {
+			return x
+		}
+	}
+	panic("no such execution")
 }

@@ -71,7 +71,8 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("executions resumed from an earlier lease's progress", r.Resumed)
 	row("lost jobs", r.Lost)
 	if r.AsyncLost > 0 || r.Failovers > 0 {
-		row("jobs lost in an asynchronous standby's unreplicated window (allowed, not above)", r.AsyncLost)
+		row("jobs lost in an asynchronous standby's unreplicated window (allowed, not above)",
+			fmt.Sprintf("%d (%d ids given again to later jobs)", r.AsyncLost, r.AsyncReused))
 	}
 	row("stale wins", r.StaleWins)
 	row("stale writes rejected (reported at stops)", r.StaleRejected)

@@ -90,7 +90,7 @@ CREATE TRIGGER log_end AFTER UPDATE ON `+schema+`.weir_job FOR EACH ROW
 		runs[job.ID]++
 		mu.Unlock()
 		select { // a little work, so that the crash finds jobs running
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -131,6 +131,9 @@ CREATE TRIGGER log_end AFTER UPDATE ON `+schema+`.weir_job FOR EACH ROW
 		t.Fatal(err)
 	}
 	crashed := time.Now()
+	mu.Lock()
+	t.Logf("crashed the primary with %d of %d jobs started", len(runs), n)
+	mu.Unlock()
 	if err := pair.Promote(); err != nil {
 		t.Fatal(err)
 	}

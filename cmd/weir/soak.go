@@ -72,7 +72,8 @@ later run drops and recreates a schema that has the mark, and refuses any
 other existing schema. It needs
 PostgreSQL: SQLite is refused. With --start-postgres it starts a throwaway
 cluster (initdb and pg_ctl from PATH or /usr/lib/postgresql/*/bin) instead of
-connecting to --database-url, and deletes it at the end.
+connecting to --database-url, and deletes it at the end; with the failover
+fault, a primary and a streaming standby (--standby sync or async).
 
 Flags:
 `)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,10 @@ of its interval:
     pgrestart  restart PostgreSQL every --pgrestart-every (needs --start-postgres):
                a fast restart, then a crash with the server down for
                --pgrestart-down, in turn
+    failover   crash the PostgreSQL primary every --failover-every, promote
+               its standby, rebuild the old primary as the new standby (needs
+               --start-postgres, which then starts a primary and a --standby
+               standby; everything connects through their multi-host URL)
     overrun    1% of jobs outlast their timeout on the first attempt
     stubborn   0.5% of jobs ignore cancellation (and their timeout) for up to
                three stop budgets
@@ -67,7 +72,8 @@ later run drops and recreates a schema that has the mark, and refuses any
 other existing schema. It needs
 PostgreSQL: SQLite is refused. With --start-postgres it starts a throwaway
 cluster (initdb and pg_ctl from PATH or /usr/lib/postgresql/*/bin) instead of
-connecting to --database-url, and deletes it at the end.
+connecting to --database-url, and deletes it at the end; with the failover
+fault, a primary and a streaming standby (--standby sync or async).
 
 Flags:
 `)
@@ -107,6 +113,8 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.DurationVar(&c.PauseEvery, "pause-every", 20*time.Second, "interval of pauses (SIGSTOP)")
 	fs.DurationVar(&c.PauseFor, "pause-for", 5*time.Second, "how long a paused worker stays frozen")
 	fs.DurationVar(&c.PGRestartEvery, "pgrestart-every", 2*time.Minute, "interval of PostgreSQL restarts")
+	fs.DurationVar(&c.FailoverEvery, "failover-every", time.Minute, "interval of failovers")
+	fs.StringVar(&c.Standby, "standby", "sync", "the failover fault's standby: sync or async (async loses what it had not received)")
 	fs.DurationVar(&c.PGRestartDown, "pgrestart-down", time.Second, "how long every second PostgreSQL restart (a crash) keeps the server down")
 	fs.DurationVar(&c.Lease, "lease", 3*time.Second, "the workers' lease duration")
 	fs.DurationVar(&c.Heartbeat, "heartbeat", 500*time.Millisecond, "the workers' heartbeat interval")
@@ -147,6 +155,13 @@ func (f *soakFlags) check(e *env, fs *flag.FlagSet) error {
 	f.cfg.Faults = parseFaults(f.faults)
 	if err := f.cfg.Validate(); err != nil {
 		return usagef("soak: %v", err)
+	}
+	if !slices.Contains(f.cfg.Faults, "failover") {
+		for _, name := range []string{"standby", "failover-every"} {
+			if isSet(fs, name) {
+				return usagef("soak: --%s is only for the failover fault", name)
+			}
+		}
 	}
 	if f.cfg.StartPostgres {
 		if isSet(fs, "database-url") {

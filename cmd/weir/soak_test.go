@@ -36,6 +36,11 @@ func TestSoakFlags(t *testing.T) {
 		{nil, []string{"--database-url", "sqlite:jobs.db"}, "runs on PostgreSQL only"},
 		{url, []string{"--schema", "Bad"}, "bad --schema"},
 		{url, []string{"--duration", "soon"}, "invalid value \"soon\" for flag -duration"},
+		{url, []string{"--faults", "failover"}, "the failover fault needs --start-postgres"},
+		{nil, []string{"--start-postgres", "--faults", "failover", "--standby", "later"}, `--standby "later" is neither sync nor async`},
+		{nil, []string{"--start-postgres", "--faults", "failover", "--failover-every", "0s"}, "--failover-every 0s must be positive"},
+		{nil, []string{"--start-postgres", "--faults", "kill", "--standby", "async"}, "--standby is only for the failover fault"},
+		{nil, []string{"--start-postgres", "--failover-every", "1m"}, "--failover-every is only for the failover fault"},
 		{url, []string{"--keep-postgres"}, "--keep-postgres is only for --start-postgres"},
 		{url, []string{"--pgrestart-down", "-1s"}, "--pgrestart-down -1s is negative"},
 		{url, []string{"--worker"}, "--worker needs --worker-name"},
@@ -48,7 +53,7 @@ func TestSoakFlags(t *testing.T) {
 	r := runWeir(t, nil, "help", "soak")
 	wantOK(t, r)
 	for _, s := range []string{"weir soak", "-faults", "-restart-every", "-kill-every", "-pause-every", "-connkill-every", "-pgrestart-every",
-		"-start-postgres", "-stop-budget", "-lease", "G9"} {
+		"-failover-every", "-standby", "-start-postgres", "-stop-budget", "-lease", "G9"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("help does not mention %q", s)
 		}

@@ -13,6 +13,9 @@
 //
 // Stop stops the server and deletes the directory. Nothing else does: a
 // process that dies leaves its cluster running.
+//
+// StartPair starts a primary and a streaming standby of it, for failover
+// tests: see Pair.
 package pgcluster
 
 import (

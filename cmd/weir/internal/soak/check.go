@@ -170,6 +170,10 @@ type soakData struct {
 	Faults     []faultEvent
 	// PeriodicSlots are the slots of the periodic workload's jobs, one per job.
 	PeriodicSlots []time.Time
+	// InsertedAt is when the insert of each of Inserted returned;
+	// AsyncWindows are the failover fault's unreplicated windows (failover.go).
+	InsertedAt   []time.Time
+	AsyncWindows []timeWindow
 }
 
 // The causes of a duplicate execution: a job run again after an execution
@@ -199,6 +203,7 @@ var dupCauses = []struct {
 	{dupLeaseLost, "lease lapsed during a database fault", true},
 	{dupDBDownStop, "outcome unwritable at a stop: server restarting", true},
 	{dupBudgetOut, "outcome unwritten at a stop that said so", true},
+	{dupAsyncUndone, "outcome undone by an asynchronous failover", true},
 	{dupUnwritten, "outcome lost at a graceful stop (G2)", false},
 	{dupAfterFinal, "ran again after a final outcome", false},
 	{dupUnexplain, "unexplained", false},
@@ -251,6 +256,11 @@ type soakReport struct {
 	Violations                  []violation
 	// Table is the job table at the end, when it could be read.
 	Table *tableStats
+
+	// Failovers counts failover faults; AsyncLost the jobs lost because their
+	// insert returned inside an unreplicated window of an asynchronous one,
+	// AsyncReused those of them whose id a later insert returned again.
+	Failovers, AsyncLost, AsyncReused int
 }
 
 // byGuarantee counts the violations of g.
@@ -306,6 +316,7 @@ func checkSoak(d *soakData) *soakReport {
 	c := &checker{d: d, r: &soakReport{States: map[string]int{}, Duplicates: map[string]int{}}}
 	c.index()
 	c.checkG1()
+	c.checkInsertedTwice()
 	c.checkEnds()
 	c.checkFinalRows()
 	c.checkDuplicates()
@@ -430,8 +441,8 @@ func (c *checker) index() {
 // checkG1: every job the producer inserted exists after the drain, and every
 // job is final.
 func (c *checker) checkG1() {
-	for _, id := range c.d.Inserted {
-		if c.jobs[id] == nil {
+	for i, id := range c.d.Inserted {
+		if c.jobs[id] == nil && !c.lostInAsyncWindow(i) {
 			c.r.Lost++
 			c.violate("G1", "job %d was inserted and is gone", id)
 		}
@@ -625,7 +636,9 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 		switch {
 		case w.Report != nil && slices.Contains(w.Report.Abandoned, x.ref()):
 			c.r.Duplicates[dupAbandoned]++
-		case w.Report != nil && w.Report.Unwritten && c.faulted(w.SigtermAt, w.ExitAt, faultPGRestart):
+		case c.undoneByAsyncFailover(x, e):
+			c.r.Duplicates[dupAsyncUndone]++
+		case w.Report != nil && w.Report.Unwritten && c.faulted(w.SigtermAt, w.ExitAt, faultPGRestart, faultFailover):
 			c.r.Duplicates[dupDBDownStop]++
 		// G2 is promised for a Stop that returns nil: this one returned an
 		// error naming the job, or saying its budget ran out with outcomes
@@ -636,7 +649,7 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 			c.dup(dupUnwritten, "G2", x, "the handler of lease %d (mode %s, result %q) returned during %s's graceful stop, yet the lease was rescued at %s and the job ran again",
 				x.Token, x.Mode, x.Result, w.Name, e.At.Format(time.RFC3339Nano))
 		}
-	case c.faulted(lapsed.Add(-c.d.Settings.Lease-time.Second), lapsed, faultConnKill, faultPGRestart):
+	case c.faulted(lapsed.Add(-c.d.Settings.Lease-time.Second), lapsed, faultConnKill, faultPGRestart, faultFailover):
 		c.r.Duplicates[dupLeaseLost]++
 	default:
 		// Not running at a kill, not stopping, no database fault: G9 says
@@ -721,7 +734,7 @@ func (c *checker) checkG9() {
 		if d, ok := c.lastLeaderKill(runnable); ok {
 			bound = max(bound, d.Sub(w.KilledAt)+term)
 		}
-		if c.faulted(w.KilledAt, runnable, faultConnKill, faultPGRestart) || c.pauseBegan(w.KilledAt, runnable) {
+		if c.faulted(w.KilledAt, runnable, faultConnKill, faultPGRestart, faultFailover) || c.pauseBegan(w.KilledAt, runnable) {
 			c.r.G9Faulted++
 			c.r.WorstRerunFaulted = max(c.r.WorstRerunFaulted, late)
 			continue

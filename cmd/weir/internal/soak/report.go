@@ -42,6 +42,9 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("pauses (SIGSTOP)", r.Pauses)
 	row("connection kills", fmt.Sprintf("%d (%d backends)", r.ConnKills, r.BackendsKilled))
 	row("PostgreSQL restarts", r.PGRestarts)
+	if r.Failovers > 0 {
+		row("failovers (crash the primary, promote the standby)", r.Failovers)
+	}
 	if len(skipped) > 0 {
 		row("faults skipped (no ready worker before the end)", fmt.Sprint(skipped))
 	}
@@ -67,6 +70,10 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("overlapping executions (a handler past its lost lease)", r.Overlaps)
 	row("executions resumed from an earlier lease's progress", r.Resumed)
 	row("lost jobs", r.Lost)
+	if r.AsyncLost > 0 || r.Failovers > 0 {
+		row("jobs lost in an asynchronous standby's unreplicated window (allowed, not above)",
+			fmt.Sprintf("%d (%d ids given again to later jobs)", r.AsyncLost, r.AsyncReused))
+	}
 	row("stale wins", r.StaleWins)
 	row("stale writes rejected (reported at stops)", r.StaleRejected)
 	row("worst stop / budget", fmt.Sprintf("%s / %s (+100ms allowed)", r.WorstStop.Round(time.Millisecond), budget))

@@ -92,6 +92,11 @@ type Config struct {
 	// KillLeaderEvery is the interval of the killleader fault: a SIGKILL of
 	// the maintenance leader.
 	KillLeaderEvery time.Duration
+	// FailoverEvery is the interval of the failover fault (failover.go).
+	FailoverEvery time.Duration
+	// Standby is the failover fault's standby: "sync" (synchronous) or
+	// "async".
+	Standby string
 	// PauseFor is how long a paused worker stays frozen.
 	PauseFor time.Duration
 	// PGRestartDown is how long every second PostgreSQL restart (a crash)
@@ -117,7 +122,7 @@ type Config struct {
 // report shows them: the faults of the schedule, and the probe modes of jobs
 // that misbehave (overrun, stubborn).
 func FaultNames() []string {
-	return []string{faultRestart, faultKill, faultKillLeader, faultPause, faultConnKill, faultPGRestart, modeOverrun, modeStubborn}
+	return []string{faultRestart, faultKill, faultKillLeader, faultPause, faultConnKill, faultPGRestart, faultFailover, modeOverrun, modeStubborn}
 }
 
 // Validate checks s, naming the flag of weir soak that sets a wrong field.
@@ -181,7 +186,7 @@ func (c *Config) Validate() error {
 	if slices.Contains(c.Faults, faultPGRestart) && !c.StartPostgres {
 		return errors.New("the pgrestart fault needs --start-postgres: weir soak restarts only a server it started itself")
 	}
-	return nil
+	return c.validateFailover()
 }
 
 // flagValue is a duration and the flag that sets it.
@@ -233,6 +238,7 @@ type soakRun struct {
 	pool    *pgxpool.Pool
 	client  *weir.Client
 	cluster *pgcluster.Cluster
+	fo      *failoverState // with the failover fault: the primary and standby
 	logFile *os.File
 	logMu   sync.Mutex
 	// offset is the database clock minus the local clock; every time the
@@ -247,6 +253,7 @@ type soakRun struct {
 	stopping      bool // the run is ending: no replacements
 	faults        []faultEvent
 	inserted      []int64
+	insertedAt    []time.Time // when the insert of each of inserted returned
 	insertErrors  int
 	startFailures int
 	pgRestarts    int
@@ -279,7 +286,12 @@ type workerProc struct {
 
 func (s *soakRun) run(ctx context.Context) (err error) {
 	cfg := s.cfg
-	if cfg.StartPostgres {
+	if cfg.StartPostgres && s.enabled[faultFailover] {
+		if err := s.startPair(); err != nil {
+			return err
+		}
+		defer func() { s.endPair(err) }() // err: run's result
+	} else if cfg.StartPostgres {
 		fmt.Fprintln(s.stderr, "soak: starting a throwaway PostgreSQL cluster")
 		c, startErr := pgcluster.Start(pgcluster.Options{
 			DirPrefix: "weir-soak-pg-",
@@ -381,8 +393,8 @@ func (s *soakRun) settingsJSON() string {
 		"duration": cfg.Duration.String(), "workers": cfg.Workers, "concurrency": cfg.Concurrency, "rate": cfg.Rate,
 		"faults": s.faultList(), "restart_every": cfg.RestartEvery.String(), "kill_every": cfg.KillEvery.String(),
 		"connkill_every": cfg.ConnKillEvery.String(), "pgrestart_every": cfg.PGRestartEvery.String(),
-		"killleader_every": cfg.KillLeaderEvery.String(),
-		"lease":            cfg.Lease.String(), "heartbeat": cfg.Heartbeat.String(), "rescue": cfg.Rescue.String(),
+		"killleader_every": cfg.KillLeaderEvery.String(), "failover_every": cfg.FailoverEvery.String(), "standby": cfg.Standby,
+		"lease": cfg.Lease.String(), "heartbeat": cfg.Heartbeat.String(), "rescue": cfg.Rescue.String(),
 		"stop_budget": cfg.StopBudget.String(), "job_timeout": cfg.JobTimeout.String(), "seed": s.seed,
 	})
 	return string(b)
@@ -689,8 +701,9 @@ func (s *soakRun) schedule(ctx context.Context, wg *sync.WaitGroup) {
 	every := map[string]time.Duration{
 		faultRestart: s.cfg.RestartEvery, faultKill: s.cfg.KillEvery, faultPause: s.cfg.PauseEvery,
 		faultConnKill: s.cfg.ConnKillEvery, faultPGRestart: s.cfg.PGRestartEvery, faultKillLeader: s.cfg.KillLeaderEvery,
+		faultFailover: s.cfg.FailoverEvery,
 	}
-	for i, kind := range []string{faultRestart, faultKill, faultPause, faultConnKill, faultPGRestart, faultKillLeader} {
+	for i, kind := range []string{faultRestart, faultKill, faultPause, faultConnKill, faultPGRestart, faultKillLeader, faultFailover} {
 		if !s.enabled[kind] {
 			continue
 		}
@@ -808,6 +821,8 @@ func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 		}
 		s.addFault(faultEvent{Kind: faultPGRestart, At: at, Until: time.Now(), Detail: how})
 		s.logf("pgrestart (%s) in %s", how, time.Since(at))
+	case faultFailover:
+		s.failover()
 	}
 }
 
@@ -841,8 +856,10 @@ func (s *soakRun) produce(ctx context.Context) {
 		if err != nil {
 			s.insertErrors++
 		}
+		acked := time.Now()
 		for _, r := range res {
 			s.inserted = append(s.inserted, r.Job.ID)
+			s.insertedAt = append(s.insertedAt, acked)
 		}
 		s.mu.Unlock()
 		if err != nil {
@@ -917,6 +934,9 @@ func (s *soakRun) printProgress(ctx context.Context, phase string) {
 	}
 	line += fmt.Sprintf("  restarts %d  kills %d  pauses %d  connkills %d  pgrestarts %d  workers ready %d",
 		counts[faultRestart], counts[faultKill], counts[faultPause], counts[faultConnKill], counts[faultPGRestart], live)
+	if s.enabled[faultFailover] {
+		line += fmt.Sprintf("  failovers %d", counts[faultFailover])
+	}
 	fmt.Fprintln(s.stderr, strings.Join(strings.Fields(line), " "))
 }
 
@@ -1071,9 +1091,13 @@ func (s *soakRun) collect(ctx context.Context) (*soakData, error) {
 		return nil, err
 	}
 
+	d.AsyncWindows = s.asyncWindows()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d.Inserted = slices.Clone(s.inserted)
+	for _, at := range s.insertedAt {
+		d.InsertedAt = append(d.InsertedAt, s.dbTime(at))
+	}
 	for _, p := range s.procs {
 		w := workerRun{
 			Name: p.name, Start: s.dbTime(p.startedAt), Killed: p.killed, KilledAt: s.dbTime(p.killedAt),
@@ -1157,14 +1181,16 @@ func (s *soakRun) endCluster(runErr error) {
 // ones are crashes (immediate mode: no checkpoint, crash recovery at the
 // start) with the server down for --pgrestart-down.
 func (s *soakRun) restartPostgres(n int) (string, error) {
+	server, done := s.pgServer() // with a standby: the primary, between failovers
+	defer done()
 	if n%2 == 1 {
-		return "fast", s.cluster.Restart()
+		return "fast", server.Restart()
 	}
 	down := s.cfg.PGRestartDown
 	how := fmt.Sprintf("immediate, down %s", down)
-	if err := s.cluster.Crash(); err != nil {
+	if err := server.Crash(); err != nil {
 		return how, err
 	}
 	time.Sleep(down) // the fault: the server stays down this long
-	return how, s.cluster.StartServer()
+	return how, server.StartServer()
 }

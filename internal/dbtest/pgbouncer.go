@@ -1,0 +1,63 @@
+package dbtest
+
+import (
+	"errors"
+	"fmt"
+	neturl "net/url"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/weirq/weir/internal/pgcluster"
+)
+
+// envRequirePgBouncer, set to "1", makes PgBouncer fail a test instead of
+// skipping it when pgbouncer is not installed (CI sets it).
+const envRequirePgBouncer = "WEIR_REQUIRE_PGBOUNCER"
+
+// The PgBouncer the package's tests share, started by the first PgBouncer
+// call and stopped when Main's tests end.
+var bouncer struct {
+	once sync.Once
+	b    *pgcluster.PgBouncer
+	err  error
+}
+
+// PgBouncer returns the connection string of the database URL names, reached
+// through a PgBouncer in transaction mode that resets each server connection
+// after every transaction (pgcluster.StartPgBouncer), with
+// default_query_exec_mode=cache_describe, the setting docs/poolers.md asks
+// for. The package's tests share the PgBouncer. When pgbouncer is not
+// installed the test is skipped, or fails if WEIR_REQUIRE_PGBOUNCER=1.
+func PgBouncer(tb testing.TB) string {
+	tb.Helper()
+	required := os.Getenv(envRequirePgBouncer) == "1"
+	bouncer.once.Do(func() {
+		bouncer.b, bouncer.err = pgcluster.StartPgBouncer(URL(), pgcluster.PgBouncerOptions{PoolSize: 30})
+	})
+	if errors.Is(bouncer.err, pgcluster.ErrNoPgBouncer) && !required {
+		tb.Skipf("dbtest: skipped: %v; set %s=1 to fail instead", bouncer.err, envRequirePgBouncer)
+	}
+	if bouncer.err != nil {
+		tb.Fatalf("dbtest: starting PgBouncer: %v", bouncer.err)
+	}
+	u, err := neturl.Parse(bouncer.b.URL(""))
+	if err != nil {
+		tb.Fatalf("dbtest: PgBouncer's URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("default_query_exec_mode", "cache_describe")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// stopPgBouncer stops the shared PgBouncer, if a test started it.
+func stopPgBouncer() error {
+	if bouncer.b == nil {
+		return nil
+	}
+	if err := bouncer.b.Stop(); err != nil {
+		return fmt.Errorf("stopping PgBouncer: %w", err)
+	}
+	return nil
+}

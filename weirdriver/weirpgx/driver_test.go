@@ -121,3 +121,34 @@ func TestPreparedStatementErrorHint(t *testing.T) {
 		t.Fatalf("JobGet through PgBouncer with named prepared statements: %v; want the URL setting named", last)
 	}
 }
+
+// TestNoSessionAdvisoryLock checks that migrating leaves no advisory lock held
+// on the pool's connections: the migration lock is transaction-scoped, so a
+// pooler in transaction mode (which may not reset connections) passes no lock
+// on to another client.
+func TestNoSessionAdvisoryLock(t *testing.T) {
+	t.Parallel()
+	app := "weir-test-" + dbtest.SchemaName(t)
+	pool := dbtest.Pool(t, func(c *pgxpool.Config) {
+		c.MaxConns = 1 // the connection that migrated stays open
+		c.ConnConfig.RuntimeParams["application_name"] = app
+	})
+	d, err := weirpgx.New(pool, &weirpgx.Config{Schema: dbtest.Schema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second finds nothing to do, and still takes the lock
+		if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var locks int
+	err = dbtest.Pool(t, nil).QueryRow(t.Context(), `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+		WHERE l.locktype = 'advisory' AND a.application_name = $1`, app).Scan(&locks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if locks != 0 {
+		t.Fatalf("%d advisory locks held on the pool's connection after migrating", locks)
+	}
+}

@@ -3,7 +3,6 @@ package dbtest
 import (
 	"errors"
 	"fmt"
-	neturl "net/url"
 	"os"
 	"sync"
 	"testing"
@@ -41,14 +40,7 @@ func PgBouncer(tb testing.TB) string {
 	if bouncer.err != nil {
 		tb.Fatalf("dbtest: starting PgBouncer: %v", bouncer.err)
 	}
-	u, err := neturl.Parse(bouncer.b.URL(""))
-	if err != nil {
-		tb.Fatalf("dbtest: PgBouncer's URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("default_query_exec_mode", "cache_describe")
-	u.RawQuery = q.Encode()
-	return u.String()
+	return bouncer.b.ClientURL("")
 }
 
 // stopPgBouncer stops the shared PgBouncer, if a test started it.

@@ -186,14 +186,23 @@ func (b *PgBouncer) Port() int { return b.port }
 
 // URL returns the server's URL with its host and port replaced by
 // PgBouncer's, and database instead of the URL's own if not empty. The
-// query parameters stay; add the client's own (such as
-// default_query_exec_mode) with URLWith.
+// query parameters stay; ClientURL adds the one pgx needs.
 func (b *PgBouncer) URL(database string) string {
 	u := *b.target
 	u.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port))
 	if database != "" {
 		u.Path = "/" + database
 	}
+	return u.String()
+}
+
+// ClientURL is URL(database) with default_query_exec_mode=cache_describe, the
+// setting pgx needs through a pooler in transaction mode (docs/poolers.md).
+func (b *PgBouncer) ClientURL(database string) string {
+	u, _ := url.Parse(b.URL(database)) // it parsed in StartPgBouncer
+	q := u.Query()
+	q.Set("default_query_exec_mode", "cache_describe")
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 

@@ -32,7 +32,7 @@ func PgBouncer(tb testing.TB) string {
 	tb.Helper()
 	required := os.Getenv(envRequirePgBouncer) == "1"
 	bouncer.once.Do(func() {
-		bouncer.b, bouncer.err = pgcluster.StartPgBouncer(URL(), pgcluster.PgBouncerOptions{PoolSize: 30})
+		bouncer.b, bouncer.err = pgcluster.StartPgBouncer(URL(), pgcluster.PgBouncerOptions{PoolSize: 20})
 	})
 	if errors.Is(bouncer.err, pgcluster.ErrNoPgBouncer) && !required {
 		tb.Skipf("dbtest: skipped: %v; set %s=1 to fail instead", bouncer.err, envRequirePgBouncer)

@@ -115,6 +115,9 @@ func runTests(m *testing.M, c *pgcluster.Cluster) int {
 		case <-finished:
 		case <-ctx.Done():
 			fmt.Fprintln(os.Stderr, "dbtest: interrupted, stopping throwaway cluster")
+			if err := stopPgBouncer(); err != nil {
+				fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
+			}
 			if err := c.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
 			}

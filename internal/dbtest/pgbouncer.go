@@ -18,6 +18,7 @@ const envRequirePgBouncer = "WEIR_REQUIRE_PGBOUNCER"
 // call and stopped when Main's tests end.
 var bouncer struct {
 	once sync.Once
+	mu   sync.Mutex // guards b against stopPgBouncer from a signal's goroutine
 	b    *pgcluster.PgBouncer
 	err  error
 }
@@ -32,7 +33,10 @@ func PgBouncer(tb testing.TB) string {
 	tb.Helper()
 	required := os.Getenv(envRequirePgBouncer) == "1"
 	bouncer.once.Do(func() {
-		bouncer.b, bouncer.err = pgcluster.StartPgBouncer(URL(), pgcluster.PgBouncerOptions{PoolSize: 20})
+		b, err := pgcluster.StartPgBouncer(URL(), pgcluster.PgBouncerOptions{PoolSize: 20})
+		bouncer.mu.Lock()
+		bouncer.b, bouncer.err = b, err
+		bouncer.mu.Unlock()
 	})
 	if errors.Is(bouncer.err, pgcluster.ErrNoPgBouncer) && !required {
 		tb.Skipf("dbtest: skipped: %v; set %s=1 to fail instead", bouncer.err, envRequirePgBouncer)
@@ -40,15 +44,24 @@ func PgBouncer(tb testing.TB) string {
 	if bouncer.err != nil {
 		tb.Fatalf("dbtest: starting PgBouncer: %v", bouncer.err)
 	}
+	bouncer.mu.Lock()
+	defer bouncer.mu.Unlock()
+	if bouncer.b == nil {
+		tb.Fatal("dbtest: PgBouncer was stopped")
+	}
 	return bouncer.b.ClientURL("")
 }
 
 // stopPgBouncer stops the shared PgBouncer, if a test started it.
 func stopPgBouncer() error {
-	if bouncer.b == nil {
+	bouncer.mu.Lock()
+	b := bouncer.b
+	bouncer.b = nil
+	bouncer.mu.Unlock()
+	if b == nil {
 		return nil
 	}
-	if err := bouncer.b.Stop(); err != nil {
+	if err := b.Stop(); err != nil {
 		return fmt.Errorf("stopping PgBouncer: %w", err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/internal/pgcluster"
 )
 
 // TestPgBouncerIsStrict checks that the shared PgBouncer pools by transaction
@@ -81,5 +82,55 @@ func TestPgBouncerIsStrict(t *testing.T) {
 	}
 	if !strings.Contains(pgErr.Message, "prepared statement") {
 		t.Errorf("message %q", pgErr.Message)
+	}
+}
+
+// TestStartPgBouncer checks a PgBouncer of its own: it serves, it starts again
+// on the same port, Stop ends the process, and a URL with a password is
+// refused without showing it.
+func TestStartPgBouncer(t *testing.T) {
+	t.Parallel()
+	dbtest.PgBouncer(t) // skips without pgbouncer
+	if _, err := pgcluster.StartPgBouncer("postgres://postgres:hunter2@127.0.0.1:5432/test", pgcluster.PgBouncerOptions{}); err == nil ||
+		strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "password") {
+		t.Errorf("a URL with a password: %v", err)
+	}
+	b, err := pgcluster.StartPgBouncer(dbtest.URL(), pgcluster.PgBouncerOptions{PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop() //nolint:errcheck // stopped below; this is for a failure
+	ping := func() error {
+		conn, err := pgx.Connect(t.Context(), b.ClientURL(""))
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		var one int
+		return conn.QueryRow(t.Context(), "SELECT 1").Scan(&one)
+	}
+	if err := ping(); err != nil {
+		t.Fatal(err)
+	}
+	port := b.Port()
+	if err := b.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if b.Port() != port {
+		t.Errorf("port %d after a restart, was %d", b.Port(), port)
+	}
+	if err := ping(); err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Exited():
+	default:
+		t.Fatal("Stop returned while PgBouncer runs")
+	}
+	if err := ping(); err == nil {
+		t.Fatal("PgBouncer answers after Stop")
 	}
 }

@@ -227,19 +227,25 @@ func (b *PgBouncer) Stop() error {
 }
 
 // kill stops the process, if it runs, and waits for it. pgbouncer's own pid
-// (not runuser's) is read from its pid file; SIGTERM is its immediate shutdown.
+// (not runuser's) is read from its pid file; SIGTERM is its immediate
+// shutdown.
 func (b *PgBouncer) kill() {
 	select {
 	case <-b.exited:
 		return
 	default:
 	}
+	// runuser, signalled, waits 2 s before it kills its child: signal
+	// pgbouncer itself, and runuser ends with it.
+	signalled := false
 	if pid, err := os.ReadFile(filepath.Join(b.dir, "pgbouncer.pid")); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil && n > 0 {
-			_ = syscall.Kill(n, syscall.SIGTERM)
+			signalled = syscall.Kill(n, syscall.SIGTERM) == nil
 		}
 	}
-	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	if !signalled {
+		_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	}
 	select {
 	case <-b.exited:
 	case <-time.After(10 * time.Second):

@@ -85,6 +85,6 @@ func (s *soakRun) stopBouncer() {
 	n := sb.restarts
 	sb.mu.Unlock()
 	if n > 0 {
-		fmt.Fprintf(s.stderr, "soak: PgBouncer exited %d times during the run and was restarted (a fault, not a failure: docs/poolers.md)\n", n)
+		fmt.Fprintf(s.stderr, "soak: PgBouncer exited during the run and was restarted, %d time(s): a fault, not a failure (docs/poolers.md)\n", n)
 	}
 }

@@ -80,6 +80,16 @@ type Config struct {
 	// notification wakes it (jobs inserted by other processes while the listener
 	// was down, scheduled jobs that became due). Default: 1 s. Range: 10 ms to 1 h.
 	FetchPollInterval time.Duration
+	// PollOnly runs the client without a LISTEN connection, for a database
+	// reached through a connection pooler in transaction mode (PgBouncer and
+	// the like), where LISTEN does not work. Inserts by this client still wake
+	// its own workers at once, and its own JobCancel reaches its own running
+	// handler at once; jobs inserted by other clients are found by the poll
+	// (FetchPollInterval: choose a short one, such as 100 to 200 ms), and a
+	// cancel by another client at this client's next heartbeat. Inserts still
+	// send their notifications, for clients that listen. docs/poolers.md says
+	// more. An inline client (Inline) ignores it.
+	PollOnly bool
 	// JobTimeout bounds each attempt; a worker may set its own (Timeout method).
 	// Default: 1 min. Range: 1 ms to 30 days; negative means no timeout.
 	JobTimeout time.Duration
@@ -357,9 +367,7 @@ func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*I
 // wakeLocal wakes this client's own producers for committed new available jobs at
 // once, without waiting for the notification's round trip.
 func (c *Client) wakeLocal(results []*InsertResult) {
-	c.mu.Lock()
-	e := c.eng
-	c.mu.Unlock()
+	e := c.engine()
 	if e == nil {
 		return
 	}
@@ -371,6 +379,13 @@ func (c *Client) wakeLocal(results []*InsertResult) {
 			p.poke()
 		}
 	}
+}
+
+// engine returns the client's engine, or nil before a Start succeeded.
+func (c *Client) engine() *engine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.eng
 }
 
 // InsertTx inserts a job inside the caller's transaction: the job exists, and wakes

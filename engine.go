@@ -29,7 +29,7 @@ type engine struct {
 
 	leases    *lease.Table
 	heartbeat *lease.Heartbeat
-	listener  *listener.Listener
+	listener  *listener.Listener // nil when Config.PollOnly
 	producers map[string]*producer
 	completer *completer.Completer
 	maint     *maintenance.Service
@@ -191,10 +191,12 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	for name, qc := range cfg.Queues {
 		e.producers[name] = newProducer(deps, name, qc)
 	}
-	e.listener = listener.New(listener.Config{
-		Driver: c.driver, Logger: cfg.Logger,
-		Connected: e.pokeProducers, Insert: e.insertNotified, Cancel: e.cancelNotified, Unknown: e.unknownNotified,
-	})
+	if !cfg.PollOnly { // a poll-only client has no LISTEN connection (docs/poolers.md)
+		e.listener = listener.New(listener.Config{
+			Driver: c.driver, Logger: cfg.Logger,
+			Connected: e.pokeProducers, Insert: e.insertNotified, Cancel: e.cancelNotified, Unknown: e.unknownNotified,
+		})
+	}
 	// G9 names the leader term (3 election intervals) as the bound after a
 	// leader's death; an interval of at most 5 s keeps it short.
 	elect := min(5*time.Second, cfg.RescueInterval)
@@ -220,7 +222,9 @@ func (e *engine) start(ctx context.Context) error {
 		e.completer.Run(e.serviceCtx)
 	}()
 	e.services.Go(func() { e.heartbeat.Run(e.serviceCtx) })
-	e.services.Go(func() { e.listener.Run(e.serviceCtx) })
+	if e.listener != nil {
+		e.services.Go(func() { e.listener.Run(e.serviceCtx) })
+	}
 	if err := e.maint.Start(e.serviceCtx); err != nil {
 		e.serviceCancel()
 		e.services.Wait()

@@ -1,6 +1,7 @@
 package weir_test
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -40,6 +41,9 @@ type setupOpts struct {
 	appName string
 	// pool, if set, changes the pool's config further.
 	pool func(*pgxpool.Config)
+	// url, if set, is the server to connect to instead of dbtest's (such as a
+	// PgBouncer in front of it); the schema is made on dbtest's.
+	url string
 }
 
 func setup(t testing.TB, opts *setupOpts) *bundle {
@@ -48,7 +52,7 @@ func setup(t testing.TB, opts *setupOpts) *bundle {
 		opts = &setupOpts{}
 	}
 	b := &bundle{schema: dbtest.Schema(t)}
-	b.pool = dbtest.Pool(t, func(c *pgxpool.Config) {
+	b.pool = dbtest.PoolAt(t, cmp.Or(opts.url, dbtest.URL()), func(c *pgxpool.Config) {
 		if opts.maxConns > 0 {
 			c.MaxConns = opts.maxConns
 		}

@@ -133,7 +133,16 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 // job's handler is asked to stop, and the job ends cancelled whatever it returns.
 // Cancelling a final job returns an error wrapping ErrJobFinal.
 func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
-	return c.changeJob(ctx, id, weirdriver.Executor.JobCancel)
+	job, err := c.changeJob(ctx, id, weirdriver.Executor.JobCancel)
+	if err == nil && job.State == JobStateRunning {
+		// The cancel notification reaches every listening client, this one
+		// too; a poll-only client (Config.PollOnly) hears none, so a handler
+		// of this client learns of its cancel here, at once.
+		if e := c.engine(); e != nil {
+			e.cancelNotified(id)
+		}
+	}
+	return job, err
 }
 
 // JobRetry makes a job that is not running available now. A final job gets one more
@@ -221,7 +230,16 @@ func (c *Client) QueuePause(ctx context.Context, name string) error {
 
 // QueueResume resumes a paused queue and wakes its workers on every client.
 func (c *Client) QueueResume(ctx context.Context, name string) error {
-	return c.queueOp(ctx, name, weirdriver.Executor.QueueResume)
+	if err := c.queueOp(ctx, name, weirdriver.Executor.QueueResume); err != nil {
+		return err
+	}
+	// As for JobCancel: this client's own workers wake without the notification.
+	if e := c.engine(); e != nil {
+		if p := e.producers[name]; p != nil {
+			p.poke()
+		}
+	}
+	return nil
 }
 
 func (c *Client) queueOp(ctx context.Context, name string, op func(weirdriver.Executor, context.Context, string) error) error {

@@ -9,8 +9,11 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/weirq/weir"
 	"github.com/weirq/weir/cmd/weir/internal/pgurl"
+	"github.com/weirq/weir/internal/pgcluster"
 	"github.com/weirq/weir/weirbench"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
@@ -70,6 +73,9 @@ type benchOpts struct {
 	prefetch           int
 	jsonPath, plotPath string
 	bench              weirbench.Options
+	// startPgBouncer and pollOnly: bench through a PgBouncer it starts, with
+	// poll-only clients (docs/poolers.md).
+	startPgBouncer, pollOnly bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -82,6 +88,8 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.IntVar(&o.maxWorkers, "max-workers", 1000, "weir's MaxWorkers in W1 and W2")
 	fs.IntVar(&o.prefetch, "prefetch", 1000, "weir's Prefetch in W1, W2 and W5 (negative: none)")
 	o.bench.RegisterFlags(fs)
+	fs.BoolVar(&o.startPgBouncer, "start-pgbouncer", false, "start a PgBouncer in transaction mode in front of --database-url and bench through it (implies --poll-only)")
+	fs.BoolVar(&o.pollOnly, "poll-only", false, "weir's clients poll and listen for nothing (Config.PollOnly), with FetchPollInterval 100ms as docs/poolers.md advises")
 	fs.StringVar(&o.jsonPath, "json", "", "also write every round's figures to `FILE` as JSON")
 	fs.StringVar(&o.plotPath, "plot", "", "also write a plot of the figures to `FILE` as SVG")
 	return fs, o
@@ -99,8 +107,15 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if _, ok := sqlitePath(o.url); ok {
 		return usagef("%s: --database-url names a SQLite database; bench runs on PostgreSQL only", name)
 	}
-	if _, err := postgresConfig(o.url); err != nil {
+	pcfg, err := postgresConfig(o.url)
+	if err != nil {
 		return err
+	}
+	if o.startPgBouncer {
+		if err := checkPgBouncerTarget(o.url, pcfg.ConnConfig.Password, name); err != nil {
+			return err
+		}
+		o.pollOnly = true // LISTEN does not work through PgBouncer in transaction mode
 	}
 	if err := weirpgx.ValidateSchema(o.schema); err != nil {
 		return usagef("%s: bad --schema: %s", name, strings.TrimPrefix(err.Error(), "weirpgx: "))
@@ -114,7 +129,15 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err := o.bench.Validate(); err != nil {
 		return usagef("%s: %v", name, err)
 	}
-	sys := weirbench.Weir(weirbench.WeirConfig{Schema: o.schema, MaxWorkers: o.maxWorkers, Prefetch: o.prefetch})
+	wc := weirbench.WeirConfig{Schema: o.schema, MaxWorkers: o.maxWorkers, Prefetch: o.prefetch}
+	if o.pollOnly {
+		wc.Name = "weir poll-only"
+		wc.Configure = func(cfg *weir.Config) func(*weir.Client) (func(), error) {
+			cfg.PollOnly, cfg.FetchPollInterval = true, 100*time.Millisecond
+			return nil
+		}
+	}
+	sys := weirbench.Weir(wc)
 
 	// Re-executed as W5's worker process.
 	if spec := e.getenv(weirbench.ChildEnv); spec != "" {
@@ -126,6 +149,15 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%s: find the weir executable to run W5's worker process: %v", name, err)
 	}
 	o.bench.DatabaseURL = o.url
+	if o.startPgBouncer {
+		b, err := pgcluster.StartPgBouncer(o.url, pgcluster.PgBouncerOptions{PoolSize: 40})
+		if err != nil {
+			return fmt.Errorf("%s: --start-pgbouncer: %s", name, pgurl.Redact(err.Error(), o.url, ""))
+		}
+		defer b.Stop() //nolint:errcheck // the benchmark's result is what matters
+		o.bench.DatabaseURL = b.ClientURL("")
+		fmt.Fprintf(e.stderr, "%s: through PgBouncer (transaction mode) on 127.0.0.1:%d, poll-only clients\n", name, b.Port())
+	}
 	o.bench.Title = "weir bench"
 	o.bench.Command, o.bench.Args = "weir bench", redactArgs(args, o.url)
 	o.bench.Progress = e.stderr

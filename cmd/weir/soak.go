@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -123,6 +124,8 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.DurationVar(&c.JobTimeout, "job-timeout", 300*time.Millisecond, "the timeout of overrun and stubborn jobs")
 	fs.DurationVar(&c.G9Slack, "g9-slack", 500*time.Millisecond, "allowance over the G9 bound for a killed worker's jobs, for statement latency")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 2*time.Minute, "how long to wait for every job to be final")
+	fs.BoolVar(&c.PgBouncer, "pgbouncer", false, "start a PgBouncer in transaction mode in front of the database; the workers connect through it (implies --poll-only)")
+	fs.BoolVar(&c.PollOnly, "poll-only", false, "the workers' clients poll for jobs and listen for nothing (weir.Config.PollOnly)")
 	fs.BoolVar(&c.StartPostgres, "start-postgres", false, "start a throwaway PostgreSQL cluster instead of using --database-url")
 	fs.BoolVar(&c.KeepPostgres, "keep-postgres", false, "leave the --start-postgres cluster running at the end (it is kept, stopped, after a failed run)")
 	fs.StringVar(&c.LogPath, "log", "", "`FILE` for the workers' logs (default: a new file in the temporary directory)")
@@ -153,6 +156,9 @@ func (f *soakFlags) check(e *env, fs *flag.FlagSet) error {
 		return usagef("soak: --worker-name is only for --worker")
 	}
 	f.cfg.Faults = parseFaults(f.faults)
+	if f.cfg.PgBouncer {
+		f.cfg.PollOnly = true // LISTEN does not work through PgBouncer in transaction mode
+	}
 	if err := f.cfg.Validate(); err != nil {
 		return usagef("soak: %v", err)
 	}
@@ -178,8 +184,26 @@ func (f *soakFlags) check(e *env, fs *flag.FlagSet) error {
 	if _, ok := sqlitePath(f.cfg.URL); ok {
 		return usagef("soak: weir soak runs on PostgreSQL only, and the database URL names a SQLite database")
 	}
-	if _, err := postgresConfig(f.cfg.URL); err != nil {
+	pcfg, err := postgresConfig(f.cfg.URL)
+	if err != nil {
 		return err
+	}
+	if f.cfg.PgBouncer {
+		return checkPgBouncerTarget(f.cfg.URL, pcfg.ConnConfig.Password, "soak")
+	}
+	return nil
+}
+
+// checkPgBouncerTarget checks that the database weir starts a PgBouncer in
+// front of (soak --pgbouncer, bench --start-pgbouncer) is named by a
+// postgres:// URL without a password: that PgBouncer only trusts.
+func checkPgBouncerTarget(rawURL, password, cmd string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		return usagef("%s: the PgBouncer weir starts needs a postgres:// URL with a host; the database URL is not one", cmd)
+	}
+	if password != "" {
+		return usagef("%s: the PgBouncer weir starts authenticates nobody (trust): use a database URL without a password, for a server that trusts 127.0.0.1", cmd)
 	}
 	return nil
 }
@@ -229,6 +253,9 @@ func soakWorkerCommand(self string) func(soak.WorkerConfig) *exec.Cmd {
 			"--concurrency", strconv.Itoa(w.Concurrency), "--lease", w.Lease.String(),
 			"--heartbeat", w.Heartbeat.String(), "--rescue", w.Rescue.String(),
 			"--stop-budget", w.StopBudget.String(), "--job-timeout", w.JobTimeout.String())
+		if w.PollOnly {
+			cmd.Args = append(cmd.Args, "--poll-only")
+		}
 		cmd.Env = append(os.Environ(), envDatabaseURL+"="+w.URL)
 		return cmd
 	}

@@ -41,6 +41,7 @@ func TestSoakFlags(t *testing.T) {
 		{nil, []string{"--start-postgres", "--faults", "failover", "--failover-every", "0s"}, "--failover-every 0s must be positive"},
 		{nil, []string{"--start-postgres", "--faults", "kill", "--standby", "async"}, "--standby is only for the failover fault"},
 		{nil, []string{"--start-postgres", "--failover-every", "1m"}, "--failover-every is only for the failover fault"},
+		{nil, []string{"--start-postgres", "--faults", "all", "--pgbouncer"}, "the failover fault and --pgbouncer do not go together"},
 		{url, []string{"--keep-postgres"}, "--keep-postgres is only for --start-postgres"},
 		{url, []string{"--pgrestart-down", "-1s"}, "--pgrestart-down -1s is negative"},
 		{url, []string{"--worker"}, "--worker needs --worker-name"},

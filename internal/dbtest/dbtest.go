@@ -75,6 +75,12 @@ func run(m *testing.M) int {
 	url = u
 
 	code := runTests(m, c)
+	if err := stopPgBouncer(); err != nil {
+		fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	if c != nil {
 		if err := c.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
@@ -109,6 +115,9 @@ func runTests(m *testing.M, c *pgcluster.Cluster) int {
 		case <-finished:
 		case <-ctx.Done():
 			fmt.Fprintln(os.Stderr, "dbtest: interrupted, stopping throwaway cluster")
+			if err := stopPgBouncer(); err != nil {
+				fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
+			}
 			if err := c.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
 			}
@@ -236,7 +245,13 @@ func execSQL(ctx context.Context, sql string) error {
 // is not nil, it may change the pool's configuration first.
 func Pool(tb testing.TB, tweak func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
-	cfg, err := pgxpool.ParseConfig(URL())
+	return PoolAt(tb, URL(), tweak)
+}
+
+// PoolAt is Pool on the server connString names, such as PgBouncer's.
+func PoolAt(tb testing.TB, connString string, tweak func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		tb.Fatalf("dbtest: parsing URL: %v", err)
 	}

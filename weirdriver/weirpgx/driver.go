@@ -44,6 +44,9 @@ type Driver struct {
 var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,49}$`)
 
 // New returns a driver on pool. The caller keeps ownership of the pool.
+// Through a connection pooler in transaction mode (PgBouncer), the pool's
+// connection string needs default_query_exec_mode=cache_describe, and the
+// clients weir.Config.PollOnly: docs/poolers.md in weir's repository.
 func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
 	if pool == nil {
 		return nil, errors.New("weirpgx: pool is nil")

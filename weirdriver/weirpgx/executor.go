@@ -510,14 +510,37 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-// schemaErr marks errors that mean weir's schema is missing or behind.
+// schemaErr marks errors that mean weir's schema is missing or behind, and
+// explains the prepared statement errors of a connection pooler.
 func schemaErr(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "42P01", "42703", "42883", "3F000": // undefined table, column, function; invalid schema
 			return fmt.Errorf("%w: %w", weirdriver.ErrSchemaMissing, err)
+		case "26000", "42P05": // prepared statement does not exist, already exists
+			return poolerErr(err)
 		}
+	}
+	return err
+}
+
+// poolerHint is added to the prepared statement errors a connection pooler in
+// transaction mode causes with pgx's default statement cache.
+const poolerHint = "through a connection pooler in transaction mode (PgBouncer), add " +
+	"default_query_exec_mode=cache_describe to the connection string (docs/poolers.md)"
+
+// poolerErr adds poolerHint to err.
+func poolerErr(err error) error {
+	return fmt.Errorf("%w (%s)", err, poolerHint)
+}
+
+// preparedErr adds poolerHint to a prepared statement error, and returns any
+// other error as it is.
+func preparedErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "26000" || pgErr.Code == "42P05") {
+		return poolerErr(err)
 	}
 	return err
 }

@@ -103,7 +103,8 @@ func newMigrationQueries(fill func(string) string) migrationQueries {
 // committed whatever the session's default, so that the statements after the
 // lock see what a migrator that held it before committed; the lock is an
 // advisory lock keyed by the schema.
-func (d *Driver) MigrationBegin(ctx context.Context) (weirdriver.MigrationTx, error) {
+func (d *Driver) MigrationBegin(ctx context.Context) (_ weirdriver.MigrationTx, err error) {
+	defer func() { err = preparedErr(err) }()
 	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, err
@@ -117,7 +118,8 @@ func (d *Driver) MigrationBegin(ctx context.Context) (weirdriver.MigrationTx, er
 
 // MigrationsApplied implements weirdriver.Driver.
 func (d *Driver) MigrationsApplied(ctx context.Context) ([]weirdriver.AppliedMigration, error) {
-	return readApplied(ctx, d.pool, d.q)
+	applied, err := readApplied(ctx, d.pool, d.q)
+	return applied, preparedErr(err)
 }
 
 // migrationTx implements weirdriver.MigrationTx on a transaction that holds the
@@ -128,7 +130,8 @@ type migrationTx struct {
 }
 
 func (m *migrationTx) Applied(ctx context.Context) ([]weirdriver.AppliedMigration, error) {
-	return readApplied(ctx, m.tx, m.q)
+	applied, err := readApplied(ctx, m.tx, m.q)
+	return applied, preparedErr(err)
 }
 
 func (m *migrationTx) CountJobs(ctx context.Context) (int64, error) {

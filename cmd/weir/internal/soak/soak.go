@@ -53,6 +53,8 @@ type WorkerSettings struct {
 	// JobTimeout is the timeout of the overrun and stubborn jobs, which they
 	// are meant to outlast.
 	JobTimeout time.Duration
+	// PollOnly runs the workers' clients with weir.Config.PollOnly.
+	PollOnly bool
 }
 
 // WorkerConfig is what one worker process runs with.
@@ -76,6 +78,9 @@ type Config struct {
 	// at the end; after a failed run it is kept, stopped, for its audit
 	// trail. KeepPostgres leaves it running at the end.
 	StartPostgres, KeepPostgres bool
+	// PgBouncer starts a PgBouncer in transaction mode in front of the
+	// database, through which the workers connect (pgbouncer.go).
+	PgBouncer bool
 	// Duration is how long jobs are inserted and faults injected, before the
 	// drain.
 	Duration time.Duration
@@ -239,6 +244,7 @@ type soakRun struct {
 	client  *weir.Client
 	cluster *pgcluster.Cluster
 	fo      *failoverState // with the failover fault: the primary and standby
+	bouncer *soakBouncer   // with Config.PgBouncer
 	logFile *os.File
 	logMu   sync.Mutex
 	// offset is the database clock minus the local clock; every time the
@@ -312,6 +318,12 @@ func (s *soakRun) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer s.pool.Close()
+	if cfg.PgBouncer {
+		if err := s.startBouncer(); err != nil {
+			return err
+		}
+		defer s.stopBouncer()
+	}
 	if err := prepareSoakSchema(ctx, s.pool, cfg.Schema, s.settingsJSON()); err != nil {
 		return fmt.Errorf("soak: %v", err)
 	}
@@ -396,6 +408,7 @@ func (s *soakRun) settingsJSON() string {
 		"killleader_every": cfg.KillLeaderEvery.String(), "failover_every": cfg.FailoverEvery.String(), "standby": cfg.Standby,
 		"lease": cfg.Lease.String(), "heartbeat": cfg.Heartbeat.String(), "rescue": cfg.Rescue.String(),
 		"stop_budget": cfg.StopBudget.String(), "job_timeout": cfg.JobTimeout.String(), "seed": s.seed,
+		"pgbouncer": cfg.PgBouncer, "poll_only": cfg.PollOnly,
 	})
 	return string(b)
 }
@@ -495,7 +508,7 @@ func (s *soakRun) startWorker(slot int) {
 	s.procs = append(s.procs, p)
 	s.mu.Unlock()
 
-	cmd := s.cfg.WorkerCommand(WorkerConfig{WorkerSettings: s.cfg.WorkerSettings, Name: name, URL: s.url})
+	cmd := s.cfg.WorkerCommand(WorkerConfig{WorkerSettings: s.cfg.WorkerSettings, Name: name, URL: s.workerURL()})
 	p.cmd = cmd
 	stdin, err1 := cmd.StdinPipe()
 	stdout, err2 := cmd.StdoutPipe()

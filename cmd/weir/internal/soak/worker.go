@@ -352,6 +352,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout, s
 		HeartbeatInterval:  cfg.Heartbeat,
 		RescueInterval:     cfg.Rescue,
 		FetchPollInterval:  200 * time.Millisecond,
+		PollOnly:           cfg.PollOnly,
 		RetryPolicy:        weir.ExponentialBackoff{Base: 100 * time.Millisecond, Max: 2 * time.Second},
 		CompletedRetention: -1,
 		CancelledRetention: -1,

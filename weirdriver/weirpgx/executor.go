@@ -518,11 +518,9 @@ func schemaErr(err error) error {
 		switch pgErr.Code {
 		case "42P01", "42703", "42883", "3F000": // undefined table, column, function; invalid schema
 			return fmt.Errorf("%w: %w", weirdriver.ErrSchemaMissing, err)
-		case "26000", "42P05": // prepared statement does not exist, already exists
-			return poolerErr(err)
 		}
 	}
-	return err
+	return preparedErr(err)
 }
 
 // poolerHint is added to the prepared statement errors a connection pooler in
@@ -530,17 +528,12 @@ func schemaErr(err error) error {
 const poolerHint = "through a connection pooler in transaction mode (PgBouncer), add " +
 	"default_query_exec_mode=cache_describe to the connection string (docs/poolers.md)"
 
-// poolerErr adds poolerHint to err.
-func poolerErr(err error) error {
-	return fmt.Errorf("%w (%s)", err, poolerHint)
-}
-
-// preparedErr adds poolerHint to a prepared statement error, and returns any
-// other error as it is.
+// preparedErr adds poolerHint to a prepared statement error (SQLSTATE 26000:
+// does not exist; 42P05: already exists), and returns any other error as it is.
 func preparedErr(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "26000" || pgErr.Code == "42P05") {
-		return poolerErr(err)
+		return fmt.Errorf("%w (%s)", err, poolerHint)
 	}
 	return err
 }

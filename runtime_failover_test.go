@@ -12,8 +12,10 @@ import (
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/pgcluster"
+	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirmigrate"
+	"github.com/weirq/weir/weirtype"
 )
 
 // TestFailoverSync is G1 and G3 across a failover to a synchronous standby:
@@ -221,4 +223,88 @@ CREATE TRIGGER log_end AFTER UPDATE ON `+schema+`.weir_job FOR EACH ROW
 	st := client.Stats()
 	t.Logf("%d jobs, %d re-runs after the crash; stale writes fenced %d, leases lost %d, abandoned %d, rescued %d, elections %d",
 		n+1, again, st.StaleWrites, st.LeasesLost, st.Abandoned, st.Rescued, st.LeaderElections)
+}
+
+// TestFailoverAsyncTokens is G3 across a failover to an asynchronous standby
+// that lacks the old primary's last claim: the new primary claims the job
+// again, and its token must differ from the one the old primary gave, so
+// that the first lease's outcome cannot land on the second.
+func TestFailoverAsyncTokens(t *testing.T) {
+	t.Parallel()
+	pair, err := pgcluster.StartPair(pgcluster.PairOptions{DirPrefix: "weir-failover-async-test-", Database: "failover"})
+	if errors.Is(err, pgcluster.ErrNoBinaries) {
+		t.Skipf("PostgreSQL is not installed: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pair.Stop() })
+	ctx := testCtx(t)
+	const schema = "weir_failover"
+	cfg, err := pgxpool.ParseConfig(pair.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weirmigrate.New(driver).Up(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	client, err := weir.NewClient(driver, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.Insert(ctx, probeArgs{Name: "rewound"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(who string) *weirdriver.JobFinalizeParams {
+		t.Helper()
+		var jobs []*weirtype.JobRow
+		waitFor(t, 30*time.Second, who+"'s claim", func() bool {
+			jobs, err = driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
+				Queue: weir.DefaultQueue, Max: 1, ClientID: who, LeaseDuration: time.Hour,
+			})
+			return err == nil // the pool's connections to a dead primary fail once
+		})
+		if len(jobs) != 1 || jobs[0].ID != res.Job.ID {
+			t.Fatalf("%s claimed %d jobs, want job %d", who, len(jobs), res.Job.ID)
+		}
+		return &weirdriver.JobFinalizeParams{ID: jobs[0].ID, LeaseToken: jobs[0].LeaseToken, Outcome: weirdriver.OutcomeCompleted}
+	}
+
+	// The insert reaches the standby; the claim does not.
+	if _, err := pair.CutReplication(); err != nil {
+		t.Fatal(err)
+	}
+	first := claim("old-primary")
+	if err := pair.CrashPrimary(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pair.Promote(); err != nil {
+		t.Fatal(err)
+	}
+	second := claim("new-primary")
+	if second.LeaseToken == first.LeaseToken {
+		t.Fatalf("the new primary gave token %d again", first.LeaseToken)
+	}
+	applied, err := driver.Executor().JobFinalize(ctx, []*weirdriver.JobFinalizeParams{first})
+	if err != nil || applied[0] {
+		t.Fatalf("the lost lease's outcome: applied %v, %v; want refused", applied, err)
+	}
+	applied, err = driver.Executor().JobFinalize(ctx, []*weirdriver.JobFinalizeParams{second})
+	if err != nil || !applied[0] {
+		t.Fatalf("the live lease's outcome: applied %v, %v", applied, err)
+	}
 }

@@ -207,6 +207,7 @@ type Executor interface {
 
 	// JobClaim leases up to Max due available jobs of a queue, in priority, then
 	// scheduled time, then id order, skipping jobs that other claimers hold locked.
+	// Each claimed job gets a lease token greater than any it had before.
 	JobClaim(ctx context.Context, params *JobClaimParams) ([]*weirtype.JobRow, error)
 	// JobClaimID leases job params.ID if it is scheduled, available or retryable,
 	// whatever its due time and whether its queue is paused, and returns it

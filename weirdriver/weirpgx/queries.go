@@ -255,5 +255,6 @@ func filler(schema string) func(string) string {
 		"{cols}", jobColumns,
 		"{eff}", effectiveOutcome,
 		"{due}", dueAt,
+		"{token}", nextToken,
 	).Replace
 }

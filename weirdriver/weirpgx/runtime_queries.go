@@ -8,6 +8,14 @@ package weirpgx
 // requested cancel wins over what the worker says.
 const effectiveOutcome = "(CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancel' ELSE i.outcome END)"
 
+// nextToken ({token}) is a claim's new lease token: greater than the job's
+// last one, and at least the claim's time in microseconds since 1970. The
+// time keeps tokens apart across a failover to an asynchronous standby, whose
+// copy of a job may lack the last claims the old primary made: the new
+// primary's claims come later, so they do not hand out again a token the old
+// primary gave (docs/operations.md, "A primary and a replica").
+const nextToken = "greatest(j.lease_token + 1, (extract(epoch FROM now()) * 1000000)::bigint)"
+
 // dueAt ({due}) is when a retried or snoozed job in jobFinalizeSQL becomes due.
 const dueAt = "coalesce(i.scheduled_at, now())"
 
@@ -34,7 +42,7 @@ claimed AS (
 	UPDATE {job} j SET
 		state = 'running',
 		attempt = j.attempt + 1,
-		lease_token = j.lease_token + 1,
+		lease_token = {token},
 		lease_expires_at = now() + $3::bigint * interval '1 microsecond',
 		attempted_at = now(),
 		attempted_by = $4
@@ -49,7 +57,7 @@ const jobClaimIDSQL = `
 UPDATE {job} j SET
 	state = 'running',
 	attempt = j.attempt + 1,
-	lease_token = j.lease_token + 1,
+	lease_token = {token},
 	lease_expires_at = now() + $2::bigint * interval '1 microsecond',
 	attempted_at = now(),
 	attempted_by = $3

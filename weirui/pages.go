@@ -299,4 +299,3 @@ func (h *handler) pagePeriodicAction(w http.ResponseWriter, r *http.Request) {
 	}
 	http.Redirect(w, r, info(r).base+"/periodic", http.StatusSeeOther)
 }
-

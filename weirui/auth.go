@@ -92,7 +92,8 @@ func (a *Auth) configured() bool {
 	return a != nil && (len(a.Tokens) > 0 || len(a.Users) > 0 || a.ProxyHeader != "")
 }
 
-func (a *Auth) check() error {
+// Validate says what is wrong with a, if anything: NewHandler calls it.
+func (a *Auth) Validate() error {
 	if a == nil {
 		return nil
 	}

@@ -67,7 +67,7 @@ func NewHandler(client *weir.Client, opts *Options) (http.Handler, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if err := o.Auth.check(); err != nil {
+	if err := o.Auth.Validate(); err != nil {
 		return nil, err
 	}
 	if !o.Auth.configured() && !o.AllowAnonymous {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,6 +167,7 @@ type authenticator struct {
 	mu       sync.Mutex
 	verified map[[32]byte]bool
 	cacheKey []byte
+	hashing  chan struct{}
 }
 
 const maxVerified = 1024
@@ -173,7 +175,8 @@ const maxVerified = 1024
 func newAuthenticator(a *Auth, anonymous bool) *authenticator {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &authenticator{auth: a, anonymous: anonymous, verified: map[[32]byte]bool{}, cacheKey: key}
+	return &authenticator{auth: a, anonymous: anonymous, verified: map[[32]byte]bool{}, cacheKey: key,
+		hashing: make(chan struct{}, runtime.GOMAXPROCS(0))}
 }
 
 // authenticate says who made r, or why not.
@@ -254,7 +257,13 @@ func (au *authenticator) checkPassword(u User, password string) bool {
 	if ok {
 		return true
 	}
-	if !verifyPassword(u.PasswordHash, password) {
+	// The slow hash runs on at most as many requests at once as there are
+	// CPUs, so that a flood of wrong passwords queues instead of starving
+	// the process.
+	au.hashing <- struct{}{}
+	ok = verifyPassword(u.PasswordHash, password)
+	<-au.hashing
+	if !ok {
 		return false
 	}
 	au.mu.Lock()

@@ -201,3 +201,15 @@ func TestServe(t *testing.T) {
 		t.Errorf("readyz on an empty schema: %d", code)
 	}
 }
+
+func TestServeSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "weir.db")
+	f := newSQLiteFixture(t, path)
+	base := serving(t, f.env, "--addr", "127.0.0.1:0")
+	for path, want := range map[string]string{"/readyz": "ready", "/api/v1/queues": `"queues"`, "/jobs": "Jobs", "/api/v1/jobs?state=retryable": `"state": "retryable"`} {
+		if code, body := get(t, base+path); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d %q", path, code, body)
+		}
+	}
+}

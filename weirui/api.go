@@ -38,6 +38,12 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /api/v1/periodic", h.apiPeriodic)
 	m.HandleFunc("POST /api/v1/periodic/{name}/{action}", h.apiPeriodicAction)
 	m.HandleFunc("GET /api/v1/leader", h.apiLeader)
+	for _, p := range []string{"/api/v1/jobs/{id}/{action}", "/api/v1/queues/{name}/{action}", "/api/v1/periodic/{name}/{action}"} {
+		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "POST")
+			writeJSONError(w, http.StatusMethodNotAllowed, "method_not_allowed", "", r.Method+" changes nothing: use POST")
+		})
+	}
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "not_found", "", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -57,8 +63,8 @@ func (h *handler) routes() {
 type apiError struct {
 	Error struct {
 		// Code is a stable word: bad_parameter, not_found, conflict,
-		// unauthenticated, forbidden, csrf, cross_origin, not_migrated,
-		// internal.
+		// unauthenticated, forbidden, csrf, cross_origin, method_not_allowed,
+		// too_large, not_migrated, internal.
 		Code string `json:"code"`
 		// Parameter names the bad query parameter or path segment.
 		Parameter string `json:"parameter,omitempty"`

@@ -476,8 +476,13 @@ func TestGETNeverMutates(t *testing.T) {
 		"/api/v1/queues/mail/pause", "/periodic/p/pause", "/api/v1/periodic/p/trigger"} {
 		for _, m := range []string{"GET", "HEAD"} {
 			r := e.do(t, m, path+"?csrf="+url.QueryEscape(token), nil, otto)
-			if r.status != http.StatusMethodNotAllowed && r.status != http.StatusNotFound {
+			if r.status != http.StatusMethodNotAllowed {
 				t.Errorf("%s %s: %d, want 405", m, path, r.status)
+			}
+			if m == "GET" && strings.HasPrefix(path, "/api/") {
+				if code, _, _ := apiErr(t, r); code != "method_not_allowed" {
+					t.Errorf("%s %s: code %q", m, path, code)
+				}
 			}
 		}
 	}

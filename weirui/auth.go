@@ -209,10 +209,18 @@ func (au *authenticator) authenticate(r *http.Request) (*identity, error) {
 	}
 	if name, password, ok := r.BasicAuth(); ok && a != nil {
 		for _, u := range a.Users {
-			if subtle.ConstantTimeCompare([]byte(u.Name), []byte(name)) == 1 && au.checkPassword(u, password) {
-				return &identity{role: u.Role, name: u.Name, key: "user\x00" + u.Name}, nil
+			if subtle.ConstantTimeCompare([]byte(u.Name), []byte(name)) == 1 {
+				if au.checkPassword(u, password) {
+					return &identity{role: u.Role, name: u.Name, key: "user\x00" + u.Name}, nil
+				}
+				return nil, errBadCredentials
 			}
 		}
+		// An unknown user costs the hash a known one does, so that the time
+		// of the answer does not tell which names exist.
+		au.hashing <- struct{}{}
+		verifyPassword(unknownUserHash, password)
+		<-au.hashing
 		return nil, errBadCredentials
 	}
 	if h != "" {
@@ -283,6 +291,9 @@ const (
 	minIterations     = 10_000
 	maxIterations     = 10_000_000
 )
+
+// unknownUserHash is checked for a user name that is not configured.
+const unknownUserHash = "pbkdf2-sha256$210000$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 
 type passwordHash struct {
 	iter      int

@@ -136,6 +136,10 @@ func paramOfField(field string) string {
 		return "limit"
 	case "JobListParams.Cursor":
 		return "after"
+	case "JobListParams.CreatedAfter":
+		return "created_after"
+	case "JobListParams.CreatedBefore":
+		return "created_before"
 	}
 	return field
 }
@@ -151,6 +155,7 @@ type listQuery struct {
 	id     int64
 	// Echoed into the filter form.
 	State, Queue, Kind, Tag, ID, Order string
+	CreatedAfter, CreatedBefore        string
 	Limit                              int
 }
 
@@ -170,19 +175,33 @@ func listValues(q url.Values, name string) []string {
 var knownListParams = map[string]bool{
 	"state": true, "queue": true, "kind": true, "tag": true, "id": true,
 	"after": true, "limit": true, "order": true, "refresh": true,
+	"created_after": true, "created_before": true,
 }
 
 // parseList reads a job list's query parameters.
 func parseList(q url.Values) (*listQuery, error) {
 	for k := range q {
 		if !knownListParams[k] {
-			return nil, badParamf(k, "unknown parameter %q (known: state, queue, kind, tag, id, after, limit, order)", k)
+			return nil, badParamf(k, "unknown parameter %q (known: state, queue, kind, tag, id, created_after, created_before, after, limit, order)", k)
 		}
 	}
 	lq := &listQuery{
 		State: strings.Join(listValues(q, "state"), ","), Queue: strings.Join(listValues(q, "queue"), ","),
 		Kind: strings.Join(listValues(q, "kind"), ","), Tag: strings.Join(listValues(q, "tag"), ","),
 		ID: q.Get("id"), Order: q.Get("order"), Limit: defaultLimit,
+		CreatedAfter: q.Get("created_after"), CreatedBefore: q.Get("created_before"),
+	}
+	for _, b := range []struct {
+		name string
+		to   *time.Time
+	}{{"created_after", &lq.params.CreatedAfter}, {"created_before", &lq.params.CreatedBefore}} {
+		if v := q.Get(b.name); v != "" {
+			at, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return nil, badParamf(b.name, "%s %q is not an RFC 3339 time such as 2026-12-04T10:00:00Z", b.name, v)
+			}
+			*b.to = at
+		}
 	}
 	p := &lq.params
 	for _, s := range listValues(q, "state") {

@@ -203,7 +203,8 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	base := info(r).base
 	q := url.Values{}
-	for k, v := range map[string]string{"state": lq.State, "queue": lq.Queue, "kind": lq.Kind, "tag": lq.Tag, "id": lq.ID} {
+	for k, v := range map[string]string{"state": lq.State, "queue": lq.Queue, "kind": lq.Kind, "tag": lq.Tag, "id": lq.ID,
+		"created_after": lq.CreatedAfter, "created_before": lq.CreatedBefore} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -73,6 +73,9 @@ func NewHandler(client *weir.Client, opts *Options) (http.Handler, error) {
 	if !o.Auth.configured() && !o.AllowAnonymous {
 		return nil, errors.New("weirui: no authentication configured: set Options.Auth, or Options.AllowAnonymous to serve every request as an operator's")
 	}
+	if o.AllowAnonymous && o.Auth.configured() {
+		return nil, errors.New("weirui: Options.AllowAnonymous with Options.Auth would make every request without credentials an operator's: set one of them")
+	}
 	if o.BasePath != "" && (!basePathRE.MatchString(o.BasePath) || o.BasePath == "/") {
 		return nil, errors.New(`weirui: Options.BasePath must be empty or a path such as "/weir" (letters, digits, ._~- between slashes, no trailing slash)`)
 	}

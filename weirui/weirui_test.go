@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
@@ -213,6 +214,7 @@ func TestNewHandlerRefusesOpenByDefault(t *testing.T) {
 		{"bad base path", &weirui.Options{AllowAnonymous: true, BasePath: "weir/"}, "BasePath"},
 		{"short key", &weirui.Options{AllowAnonymous: true, CSRFKey: []byte("short")}, "CSRFKey"},
 		{"bad hash", &weirui.Options{Auth: &weirui.Auth{Users: []weirui.User{{Role: weirui.RoleViewer, Name: "a", PasswordHash: "plain"}}}}, "pbkdf2-sha256"},
+		{"anonymous and auth", &weirui.Options{Auth: testAuth(), AllowAnonymous: true}, "set one of them"},
 		{"no role", &weirui.Options{Auth: &weirui.Auth{Tokens: []weirui.Token{{}}}}, "role none"},
 	} {
 		_, err := weirui.NewHandler(e.client, tc.opts)
@@ -603,6 +605,9 @@ func TestAPIBadInputs(t *testing.T) {
 		{"/api/v1/jobs?order=sideways", "order", "sideways"},
 		{"/api/v1/jobs?queue=bad%20queue", "queue", "queue"},
 		{"/api/v1/jobs?colour=red", "colour", "unknown parameter"},
+		{"/api/v1/jobs?created_after=yesterday", "created_after", `"yesterday"`},
+		{"/api/v1/jobs?created_before=2026-13-01T00:00:00Z", "created_before", "RFC 3339"},
+		{"/api/v1/jobs?created_after=2026-12-04T10:00:00Z&created_before=2026-12-04T09:00:00Z", "created_after", "not before"},
 	} {
 		r := e.do(t, "GET", tc.path, nil, v)
 		if r.status != 400 {
@@ -692,6 +697,13 @@ func TestAPIListAndPaging(t *testing.T) {
 	}
 	if p := get("/api/v1/jobs?id=" + strconv.FormatInt(ids[1], 10) + "&queue=a"); len(p.Jobs) != 0 {
 		t.Errorf("by id in another queue: %+v", p)
+	}
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if p := get("/api/v1/jobs?created_before=" + future); len(p.Jobs) != 5 {
+		t.Errorf("created before an hour from now: %d jobs", len(p.Jobs))
+	}
+	if p := get("/api/v1/jobs?created_after=" + future); len(p.Jobs) != 0 {
+		t.Errorf("created after an hour from now: %d jobs", len(p.Jobs))
 	}
 	if p := get("/api/v1/jobs?state=completed"); len(p.Jobs) != 0 || p.NextCursor != 0 {
 		t.Errorf("completed: %+v", p)

@@ -138,6 +138,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usagef("serve: %s", strings.TrimPrefix(err.Error(), "weirui: "))
 	}
 
+	if anonymous {
+		ui = loopbackHostOnly(ui)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -329,4 +332,24 @@ func hashPassword(e *env) error {
 	}
 	_, err = fmt.Fprintln(e.stdout, h)
 	return err
+}
+
+// loopbackHostOnly serves requests whose Host is a loopback address or
+// localhost. Without authentication, a page of another site whose name
+// resolves to 127.0.0.1 (DNS rebinding) would otherwise be same-origin with
+// the dashboard: it could read jobs and post changes.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); (err == nil && ip.IsLoopback()) || host == "localhost" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		http.Error(w, "weir serve: without authentication, only requests to 127.0.0.1, [::1] or localhost are served; "+
+			"this Host is refused as a defence against DNS rebinding", http.StatusMisdirectedRequest)
+	})
 }

@@ -145,6 +145,10 @@ func get(t *testing.T, url string, header ...string) (int, string) {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
@@ -169,6 +173,14 @@ func TestServe(t *testing.T) {
 	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/": "Overview", "/api/v1/session": `"role": "operator"`} {
 		if code, body := get(t, base+path); code != 200 || !strings.Contains(body, want) {
 			t.Errorf("GET %s: %d %q", path, code, body)
+		}
+	}
+
+	// Without authentication, a Host that is not loopback (DNS rebinding) is refused.
+	for host, want := range map[string]int{"evil.example": 421, "evil.example:80": 421, "localhost": 200, "127.0.0.1:1": 200, "[::1]:8080": 200} {
+		code, _ := get(t, base+"/jobs", "Host", host)
+		if code != want {
+			t.Errorf("Host %s: %d, want %d", host, code, want)
 		}
 	}
 

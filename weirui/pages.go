@@ -155,11 +155,12 @@ func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
 }
 
 type jobsBody struct {
-	Q      *listQuery
-	Jobs   []*jobView
-	Next   string
-	First  string
-	Hidden bool
+	Q                     *listQuery
+	Jobs                  []*jobView
+	Next                  string
+	First                 string
+	RefreshOn, RefreshOff string
+	Hidden                bool
 }
 
 // jobView is a job with its args cut short for a list.
@@ -218,6 +219,17 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 	if lq.params.Cursor != 0 {
 		body.First = base + "/jobs?" + q.Encode()
 	}
+	// Refreshing reloads the page it is on.
+	here := url.Values{}
+	for k, v := range q {
+		here[k] = v
+	}
+	if lq.params.Cursor != 0 {
+		here.Set("after", strconv.FormatInt(lq.params.Cursor, 10))
+	}
+	body.RefreshOff = base + "/jobs?" + here.Encode()
+	here.Set("refresh", "10")
+	body.RefreshOn = base + "/jobs?" + here.Encode()
 	if res.Next != 0 {
 		q.Set("after", strconv.FormatInt(res.Next, 10))
 		body.Next = base + "/jobs?" + q.Encode()

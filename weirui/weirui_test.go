@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirtest"
@@ -713,6 +714,13 @@ func TestAPIListAndPaging(t *testing.T) {
 	if !strings.Contains(r.body, "Next page") || !strings.Contains(r.body, "after=") {
 		t.Errorf("list page has no next link")
 	}
+	if !strings.Contains(r.body, `href="/jobs?limit=2&amp;queue=a&amp;refresh=10"`) {
+		t.Errorf("list page has no refresh link")
+	}
+	r = e.do(t, "GET", "/jobs?limit=2&queue=a&refresh=10", nil, v)
+	if !strings.Contains(r.body, `<meta http-equiv="refresh" content="10">`) || !strings.Contains(r.body, `href="/jobs?limit=2&amp;queue=a">Stop refreshing`) {
+		t.Errorf("refreshing list page: %s", r.body)
+	}
 }
 
 func TestJobDetail(t *testing.T) {
@@ -888,4 +896,54 @@ func compact(raw json.RawMessage) string {
 		return "not JSON: " + string(raw)
 	}
 	return buf.String()
+}
+
+func TestPeriodicAndLeader(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, nil)
+	exec := e.driver.Executor()
+	if ok, err := exec.LeaderElect(t.Context(), &weirdriver.LeaderElectParams{Name: "maintenance", LeaderID: "web-1-<b>", TTL: time.Minute}); err != nil || !ok {
+		t.Fatalf("elect: %v %v", ok, err)
+	}
+	err := exec.PeriodicRegister(t.Context(), "web-1-<b>", []*weirdriver.PeriodicRegisterParams{
+		{Name: "nightly", Spec: "30 2 * * *", TimeZone: "Europe/Berlin", NextRunAt: time.Now().Add(time.Hour).Round(time.Microsecond)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otto := basic("otto", operatorPassword)
+	r := e.do(t, "GET", "/", nil, otto)
+	if r.status != 200 || !strings.Contains(r.body, "web-1-&lt;b&gt;") {
+		t.Errorf("overview does not name the leader: %d", r.status)
+	}
+	if r := e.do(t, "GET", "/api/v1/leader", nil, otto); !strings.Contains(r.body, `"id": "web-1-\u003cb\u003e"`) {
+		t.Errorf("leader: %s", r.body)
+	}
+	r = e.do(t, "GET", "/periodic", nil, otto)
+	for _, want := range []string{"nightly", "30 2 * * *", "Europe/Berlin", "active", `action="/periodic/nightly/pause"`, `action="/periodic/nightly/trigger"`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("schedules page lacks %q", want)
+		}
+	}
+	form := url.Values{"csrf": {e.csrf(t, otto)}}
+	if r := e.do(t, "POST", "/periodic/nightly/pause", form, otto); r.status != http.StatusSeeOther {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	r = e.do(t, "GET", "/periodic", nil, otto)
+	if !strings.Contains(r.body, "<strong>paused</strong>") || !strings.Contains(r.body, `action="/periodic/nightly/resume"`) {
+		t.Errorf("schedule not shown paused")
+	}
+	for _, action := range []string{"resume", "trigger"} {
+		r := e.do(t, "POST", "/api/v1/periodic/nightly/"+action, nil, bearer(operatorToken))
+		if r.status != 200 || !strings.Contains(r.body, `"name": "nightly"`) {
+			t.Errorf("%s: %d %s", action, r.status, r.body)
+		}
+	}
+	rows, err := e.client.PeriodicList(t.Context())
+	if err != nil || len(rows) != 1 || rows[0].PausedAt != nil || rows[0].NextRunAt.After(time.Now().Add(time.Minute)) {
+		t.Errorf("after resume and trigger: %+v %v", rows, err)
+	}
+	if r := e.do(t, "GET", "/periodic", nil, bearer(viewerToken)); strings.Contains(r.body, "<form method=\"post\"") {
+		t.Errorf("a viewer sees the schedule actions")
+	}
 }

@@ -42,7 +42,7 @@ var funcs = template.FuncMap{
 // pages holds one template set per page, each with the layout.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"overview", "jobs", "job", "queues", "periodic", "error", "done"} {
+	for _, name := range []string{"overview", "jobs", "job", "queues", "periodic", "error", "done", "bulk"} {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).
 			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
@@ -97,12 +97,26 @@ type page struct {
 	Nav      string
 	Refresh  int
 	Status   int
-	Body     any
+	// Live is the URL the page's live part is polled from (the page's own,
+	// answered with only that part when the request carries HX-Request).
+	Live string
+	Now  time.Time
+	Body any
 }
 
 func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name, title string, body any) {
 	ri := info(r)
-	p := &page{Base: ri.base, Title: title, Nav: name, Status: status, Body: body}
+	p := &page{Base: ri.base, Title: title, Nav: name, Status: status, Body: body, Now: time.Now()}
+	live := url.Values{}
+	for k, v := range r.URL.Query() {
+		if k != "refresh" {
+			live[k] = v
+		}
+	}
+	p.Live = ri.base + r.URL.EscapedPath()
+	if len(live) > 0 {
+		p.Live += "?" + live.Encode()
+	}
 	if ri.id != nil {
 		p.User, p.Role, p.Operator = ri.id.name, ri.id.role.String(), ri.id.role == RoleOperator
 		p.CSRF = h.csrfToken(ri.id)
@@ -112,8 +126,14 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 			p.Refresh = n
 		}
 	}
+	tmpl := pages[name]
+	w.Header().Set("Vary", "HX-Request")
+	if r.Header.Get("HX-Request") == "true" && status == http.StatusOK && tmpl.Lookup("live") != nil {
+		// A poll of the live part: that part alone.
+		tmpl = tmpl.Lookup("live")
+	}
 	var buf bytes.Buffer
-	if err := pages[name].Execute(&buf, p); err != nil {
+	if err := tmpl.Execute(&buf, p); err != nil {
 		h.opts.Logger.Error("weirui: render", "page", name, "error", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -136,8 +156,9 @@ func (h *handler) pageFail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 type overviewBody struct {
-	Queues []*weir.QueueStats
-	Leader *leaderJSON
+	Queues     []*weir.QueueStats
+	Leader     *leaderJSON
+	Throughput *throughput
 }
 
 func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +172,12 @@ func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
 		h.pageFail(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "overview", "Overview", &overviewBody{Queues: queues, Leader: leader})
+	tp, err := h.throughput(r.Context())
+	if err != nil {
+		h.pageFail(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "overview", "Overview", &overviewBody{Queues: queues, Leader: leader, Throughput: tp})
 }
 
 type jobsBody struct {
@@ -161,7 +187,13 @@ type jobsBody struct {
 	First                 string
 	RefreshOn, RefreshOff string
 	Hidden                bool
+	// Filtered is set when a filter other than order and page size is set:
+	// a bulk action needs one.
+	Filtered     bool
+	FilterFields []field
 }
+
+type field struct{ Name, Value string }
 
 // jobView is a job with its args cut short for a list.
 type jobView struct {
@@ -208,6 +240,12 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 		"created_after": lq.CreatedAfter, "created_before": lq.CreatedBefore} {
 		if v != "" {
 			q.Set(k, v)
+		}
+	}
+	body.Filtered = len(q) > 0
+	for _, k := range []string{"state", "queue", "kind", "tag", "id", "created_after", "created_before"} {
+		if v := q.Get(k); v != "" {
+			body.FilterFields = append(body.FilterFields, field{k, v})
 		}
 	}
 	if lq.Order != "desc" {

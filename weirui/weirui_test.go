@@ -294,7 +294,8 @@ func TestViewerCannotMutate(t *testing.T) {
 	for name, c := range map[string]cred{"token": bearer(viewerToken), "user": basic("vera", viewerPassword)} {
 		form := url.Values{"csrf": {e.csrf(t, c)}}
 		for _, path := range []string{"/api/v1/jobs/" + id + "/cancel", "/api/v1/jobs/" + id + "/delete", "/jobs/" + id + "/cancel",
-			"/jobs/" + id + "/delete", "/api/v1/queues/mail/pause", "/queues/mail/pause", "/periodic/p/trigger"} {
+			"/jobs/" + id + "/delete", "/api/v1/queues/mail/pause", "/queues/mail/pause", "/periodic/p/trigger",
+			"/api/v1/jobs/bulk/cancel?queue=mail", "/jobs/bulk/delete?queue=mail"} {
 			r := e.do(t, "POST", path, form, c)
 			if r.status != http.StatusForbidden {
 				t.Errorf("viewer %s POST %s: %d, want 403", name, path, r.status)
@@ -303,6 +304,12 @@ func TestViewerCannotMutate(t *testing.T) {
 		// The pages offer a viewer no action.
 		if r := e.do(t, "GET", "/jobs/"+id, nil, c); strings.Contains(r.body, "<form method=\"post\"") {
 			t.Errorf("viewer %s sees action forms", name)
+		}
+		if r := e.do(t, "GET", "/jobs?queue=mail", nil, c); strings.Contains(r.body, "/jobs/bulk") {
+			t.Errorf("viewer %s is offered a bulk action", name)
+		}
+		if r := e.do(t, "GET", "/jobs/bulk?action=cancel&queue=mail", nil, c); r.status != http.StatusForbidden {
+			t.Errorf("viewer %s: bulk confirmation page: %d, want 403", name, r.status)
 		}
 	}
 	if got := e.job(t, job.ID).State; got != weir.JobStateAvailable {
@@ -436,7 +443,8 @@ func TestCSRF(t *testing.T) {
 		{"foreign origin with a good token", url.Values{"csrf": {token}}, otto, []func(*http.Request){originOnly}, "cross_origin"},
 		{"cross-site bearer", nil, bearer(operatorToken), []func(*http.Request){crossSite}, "cross_origin"},
 	} {
-		for _, path := range []string{"/api/v1/jobs/" + id + "/cancel", "/jobs/" + id + "/cancel"} {
+		for _, path := range []string{"/api/v1/jobs/" + id + "/cancel", "/jobs/" + id + "/cancel",
+			"/api/v1/jobs/bulk/cancel?state=available", "/jobs/bulk/cancel?state=available"} {
 			r := e.do(t, "POST", path, tc.form, tc.c, tc.extra...)
 			if r.status != http.StatusForbidden {
 				t.Errorf("%s: POST %s: %d, want 403", tc.name, path, r.status)
@@ -476,7 +484,8 @@ func TestGETNeverMutates(t *testing.T) {
 	token := e.csrf(t, otto)
 	for _, path := range []string{"/jobs/" + id + "/cancel", "/jobs/" + id + "/delete", "/jobs/" + id + "/retry",
 		"/api/v1/jobs/" + id + "/cancel", "/api/v1/jobs/" + id + "/delete", "/queues/mail/pause",
-		"/api/v1/queues/mail/pause", "/periodic/p/pause", "/api/v1/periodic/p/trigger"} {
+		"/api/v1/queues/mail/pause", "/periodic/p/pause", "/api/v1/periodic/p/trigger",
+		"/jobs/bulk/cancel", "/api/v1/jobs/bulk/delete"} {
 		for _, m := range []string{"GET", "HEAD"} {
 			r := e.do(t, m, path+"?csrf="+url.QueryEscape(token), nil, otto)
 			if r.status != http.StatusMethodNotAllowed {

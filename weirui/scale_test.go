@@ -108,6 +108,14 @@ func TestScale(t *testing.T) {
 			took[runs-1].Round(10*time.Microsecond))
 	}
 
+	// One bulk retry batch: a JobList page, then JobRetry per job.
+	s := time.Now()
+	r := e.do(t, "POST", "/api/v1/jobs/bulk/retry?state=discarded", nil, bearer(operatorToken))
+	if r.status != 200 {
+		t.Fatalf("bulk retry: %d %s", r.status, r.body)
+	}
+	t.Logf("POST /api/v1/jobs/bulk/retry?state=discarded: %v: %s", time.Since(s).Round(time.Millisecond), r.body)
+
 	// The plan of the throughput query, to see that it reads
 	// weir_job_finalized_idx.
 	rows, err := e.driver.Pool().Query(ctx, `EXPLAIN SELECT count(*) FROM `+table+

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -206,7 +207,13 @@ func TestBrowserFlows(t *testing.T) {
 
 	// A job inserted now appears on the open list without a reload: the
 	// marker set on the page survives, which a reload would clear.
-	b.do(chromedp.Navigate(u + "/jobs?queue=live"))
+	// The pointer goes to the header, out of the live part, where it would
+	// hold the polls.
+	b.do(chromedp.Navigate(u+"/jobs?queue=live"), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, input.DispatchMouseEvent, input.DispatchMouseEventParams{
+			Type: input.DispatchMouseEventTypeMouseMoved, X: 1, Y: 1})
+		return err
+	}))
 	b.waitFor("empty list", `document.body.innerText.includes("No job matches.")`, 20*time.Second)
 	eval[bool](b, `window.weirMarker = true`)
 	live := e.insert(t, textArgs{Text: "live"}, &weir.InsertOpts{Queue: "live"})
@@ -214,6 +221,24 @@ func TestBrowserFlows(t *testing.T) {
 	if !eval[bool](b, `window.weirMarker === true`) {
 		t.Error("the page reloaded instead of updating its live part")
 	}
+
+	// While the keyboard focus is in the live part, polls are held (the
+	// part counts them): a job inserted then does not appear, and the focus
+	// stays. Two held polls mean one began after the insert.
+	link := fmt.Sprintf(`#live a[href$="/jobs/%d"]`, live.ID)
+	eval[bool](b, fmt.Sprintf(`document.querySelector(%q).focus(), true`, link))
+	held := eval[float64](b, `Number(document.getElementById("live").dataset.held || 0)`)
+	second := e.insert(t, textArgs{Text: "second"}, &weir.InsertOpts{Queue: "live"})
+	b.waitFor("held polls", fmt.Sprintf(`Number(document.getElementById("live").dataset.held || 0) >= %v`, held+2), 30*time.Second)
+	shown := fmt.Sprintf(`document.querySelector('#live a[href$="/jobs/%d"]') !== null`, second.ID)
+	if eval[bool](b, shown) {
+		t.Error("the live part was replaced while the focus was in it")
+	}
+	if !eval[bool](b, fmt.Sprintf(`document.activeElement === document.querySelector(%q)`, link)) {
+		t.Error("the focus left the link")
+	}
+	eval[bool](b, `document.activeElement.blur(), true`)
+	b.waitFor("the second live job", shown, 30*time.Second)
 
 	// A viewer sees no action, and a change sent anyway is refused.
 	v := b.newTab("vera", viewerPassword)

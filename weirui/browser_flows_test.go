@@ -11,12 +11,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -28,6 +31,10 @@ import (
 type tab struct {
 	t   *testing.T
 	ctx context.Context
+	// problems are the tab's script exceptions and Content-Security-Policy
+	// refusals.
+	mu       sync.Mutex
+	problems []string
 }
 
 // newBrowser starts a headless Chromium; its first tab sends the credentials.
@@ -62,9 +69,37 @@ func (tb *tab) login(user, password string) {
 	if err := chromedp.Do(tb.ctx); err != nil {
 		tb.t.Fatal(err)
 	}
+	err := chromedp.Listen(tb.ctx, func(ev any) {
+		var problem string
+		switch ev := ev.(type) {
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Source == cdplog.EntrySourceSecurity || strings.Contains(ev.Entry.Text, "Content Security Policy") {
+				problem = ev.Entry.Text
+			}
+		case *runtime.EventExceptionThrown:
+			problem = "exception: " + ev.ExceptionDetails.Text
+			if ev.ExceptionDetails.Exception != nil {
+				problem += " " + ev.ExceptionDetails.Exception.Description
+			}
+		}
+		if problem != "" {
+			tb.mu.Lock()
+			tb.problems = append(tb.problems, problem)
+			tb.mu.Unlock()
+		}
+	})
+	if err != nil {
+		tb.t.Fatal(err)
+	}
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 	tb.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		if _, err := cdp.Call(ctx, t, network.Enable, network.EnableParams{}); err != nil {
+			return err
+		}
+		if _, err := cdp.Call(ctx, t, cdplog.Enable, cdp.Empty{}); err != nil {
+			return err
+		}
+		if _, err := cdp.Call(ctx, t, runtime.Enable, cdp.Empty{}); err != nil {
 			return err
 		}
 		_, err := cdp.Call(ctx, t, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
@@ -254,6 +289,13 @@ func TestBrowserFlows(t *testing.T) {
 	}
 	if got := e.job(t, live.ID).State; got != weir.JobStateAvailable {
 		t.Errorf("job is %s after the viewer's cancel", got)
+	}
+	for _, tb := range []*tab{b, v} {
+		tb.mu.Lock()
+		for _, p := range tb.problems {
+			t.Errorf("the browser reported: %s", p)
+		}
+		tb.mu.Unlock()
 	}
 }
 

@@ -198,6 +198,12 @@ func TestBrowserFlows(t *testing.T) {
 	if got := b.text("#live table"); !strings.Contains(got, "mail") || !strings.Contains(got, "bulk") {
 		t.Errorf("overview's queue table: %q", got)
 	}
+	// The throughput chart is drawn from the table (the failed job is one
+	// point), and again after a live update.
+	b.waitFor("throughput chart", `document.querySelector("#throughput-chart canvas") !== null`, 20*time.Second)
+	eval[bool](b, `document.querySelector("#throughput-chart").dataset.mark = "old", true`)
+	b.waitFor("chart redrawn after a poll", `(() => { const c = document.querySelector("#throughput-chart");
+		return c !== null && c.dataset.mark === undefined && c.querySelector("canvas") !== null })()`, 30*time.Second)
 
 	// Filter the job list by queue with the form.
 	b.do(chromedp.Navigate(u+"/jobs"), chromedp.SetValue(chromedp.CSS("#f-queue"), "mail"),

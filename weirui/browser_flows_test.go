@@ -281,6 +281,14 @@ func TestBrowserFlows(t *testing.T) {
 	eval[bool](b, `document.activeElement.blur(), true`)
 	b.waitFor("the second live job", shown, 30*time.Second)
 
+	// With script, ?refresh= does not reload the page: its meta refresh is in
+	// a <noscript>, which a browser running script does not parse as markup.
+	b.do(chromedp.Navigate(u + "/jobs?queue=live&refresh=2"))
+	b.waitFor("list", `document.querySelector("#live tbody tr") !== null`, 20*time.Second)
+	if eval[bool](b, `document.querySelector('meta[http-equiv="refresh"]') !== null`) {
+		t.Error("with script on, the page has a meta refresh")
+	}
+
 	// A viewer sees no action, and a change sent anyway is refused.
 	v := b.newTab("vera", viewerPassword)
 	v.do(chromedp.Navigate(u + "/jobs/" + strconv.FormatInt(live.ID, 10)))

@@ -35,6 +35,9 @@ func TestLiveFragments(t *testing.T) {
 			!strings.Contains(part.body, `hx-trigger="every 5s"`) || !strings.Contains(part.body, "mail") {
 			t.Errorf("poll of %s: %d %s", path, part.status, part.body)
 		}
+		if strings.Contains(path, "refresh=") && !strings.Contains(full.body, `<noscript><meta http-equiv="refresh" content="10"></noscript>`) {
+			t.Errorf("GET %s: the meta refresh is not in a noscript", path)
+		}
 		if strings.Contains(part.body, "refresh=") {
 			t.Errorf("poll of %s polls with refresh: %s", path, part.body)
 		}

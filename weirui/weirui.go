@@ -1,10 +1,13 @@
 // Package weirui is weir's operations dashboard: HTML pages and a JSON API
 // (under /api/v1/) over a weir.Client's operator calls, to list and inspect
-// jobs, retry, cancel or delete them, pause and resume queues, and steer
-// periodic schedules. NewHandler returns an http.Handler that may be mounted
-// under any path prefix (with http.StripPrefix); `weir serve` runs it alone.
+// jobs, retry, cancel or delete them one by one or by filter, see the last
+// hour's throughput, pause and resume queues, and steer periodic schedules.
+// NewHandler returns an http.Handler that may be mounted under any path prefix
+// (with http.StripPrefix); `weir serve` runs it alone.
 //
-// The pages work without JavaScript and carry a strict Content-Security-Policy.
+// The pages work without JavaScript and carry a strict Content-Security-Policy;
+// with it, vendored htmx (embedded, served from /static/) updates the overview
+// and the job list in place.
 // Every request is authenticated (bearer tokens, HTTP basic, or a trusted
 // reverse proxy's user header) unless Options.AllowAnonymous says otherwise;
 // viewers read, operators change. Every change is a POST that passes a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/weirq/weir"
 )
@@ -174,9 +175,20 @@ func (h *handler) pageBulk(w http.ResponseWriter, r *http.Request) {
 		h.pageFail(w, r, err)
 		return
 	}
-	fields := bulkFields(r.PostForm)
+	// The next batch goes on past the jobs this one saw, which also passes
+	// the jobs the action left matching (a running job's cancel).
+	form := url.Values{}
+	for k, v := range r.Form {
+		if k != "after" {
+			form[k] = v
+		}
+	}
+	back := backToList(info(r).base, bulkFields(form))
+	if res.More {
+		form.Set("after", strconv.FormatInt(res.NextCursor, 10))
+	}
 	h.render(w, r, http.StatusOK, "bulk", "Jobs "+bulkVerbs[action], &bulkBody{
-		Action: action, Verb: bulkVerbs[action], Fields: fields, Result: res, Back: backToList(info(r).base, fields),
+		Action: action, Verb: bulkVerbs[action], Fields: bulkFields(form), Result: res, Back: back,
 	})
 }
 

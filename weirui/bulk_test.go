@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -137,10 +138,20 @@ func TestBulkPages(t *testing.T) {
 	if r := e.do(t, "GET", "/jobs/bulk?action=cancel", nil, otto); r.status != http.StatusBadRequest {
 		t.Errorf("confirmation without a filter: %d", r.status)
 	}
-	form := url.Values{"csrf": {e.csrf(t, otto)}, "queue": {"mail"}, "state": {"available"}}
+	// Two batches of two: the first page's Again form carries the cursor.
+	form := url.Values{"csrf": {e.csrf(t, otto)}, "queue": {"mail"}, "state": {"available"}, "limit": {"2"}}
 	r = e.do(t, "POST", "/jobs/bulk/cancel", form, otto)
-	if r.status != 200 || !strings.Contains(r.body, "3 jobs cancelled") {
+	if r.status != 200 || !strings.Contains(r.body, "2 jobs cancelled. More jobs match") {
 		t.Fatalf("bulk cancel page: %d %s", r.status, r.body)
+	}
+	cursor := strconv.FormatInt(mail[1].ID, 10) // newest first: 2 and 1 seen
+	if !strings.Contains(r.body, `name="after" value="`+cursor+`"`) {
+		t.Fatalf("the Again form does not go on after %s: %s", cursor, r.body)
+	}
+	form.Set("after", cursor)
+	r = e.do(t, "POST", "/jobs/bulk/cancel", form, otto)
+	if r.status != 200 || !strings.Contains(r.body, "1 jobs cancelled.") || strings.Contains(r.body, "More jobs match") {
+		t.Fatalf("second batch: %d %s", r.status, r.body)
 	}
 	for _, j := range mail {
 		if got := e.job(t, j.ID).State; got != weir.JobStateCancelled {

@@ -90,6 +90,7 @@ func TestDatabaseURLNeverLeaks(t *testing.T) {
 		{"demo"},
 		{"bench", "--workloads", "bulk", "--insert-jobs", "10"},
 		{"soak", "--duration", "1s", "--faults", "none"},
+		{"serve", "--addr", "127.0.0.1:0"},
 	}
 	cwd, err := os.Getwd()
 	if err != nil {

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/weirui"
+)
+
+func TestServeRefusesPublicAddressWithoutAuth(t *testing.T) {
+	t.Parallel()
+	// The address is checked before the database is opened: none is needed.
+	env := map[string]string{envDatabaseURL: "postgres://nobody@127.0.0.1:1/none"}
+	for _, addr := range []string{"0.0.0.0:8080", ":8080", "[::]:8080", "10.1.2.3:80", "192.168.0.1:0"} {
+		r := runWeir(t, env, "serve", "--addr", addr)
+		wantFailure(t, r, exitUsage, "--addr "+addr+" is not a loopback address", "--auth-file")
+	}
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
+		if err := checkLoopback(t.Context(), addr); err != nil {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+	r := runWeir(t, env, "serve", "--addr", "nonsense")
+	wantFailure(t, r, exitUsage, `--addr "nonsense" is not HOST:PORT`)
+}
+
+func TestServeBadFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	sum := sha256.Sum256([]byte("tok"))
+	if err := os.WriteFile(good, []byte("operator:token:sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("# tokens\nviewer:token:s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("# nothing\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{envDatabaseURL: "postgres://nobody@127.0.0.1:1/none"}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--auth-file", filepath.Join(dir, "missing")}, []string{"--auth-file", "no such file"}},
+		{[]string{"--auth-file", bad}, []string{"--auth-file " + bad, "line 2", "a token line"}},
+		{[]string{"--auth-file", empty}, []string{"holds no token and no user"}},
+		{[]string{"--trusted-proxy", "10.0.0.1"}, []string{"--trusted-proxy needs --trust-proxy-header"}},
+		{[]string{"--trust-proxy-header", "X-Forwarded-User"}, []string{"--trust-proxy-header needs --trusted-proxy"}},
+		{[]string{"--trust-proxy-header", "X-Forwarded-User", "--trusted-proxy", "10.0.0.300"}, []string{`--trusted-proxy "10.0.0.300"`}},
+		{[]string{"--trust-proxy-header", "X User", "--trusted-proxy", "10.0.0.1", "--addr", "127.0.0.1:0"}, []string{"not a header name"}},
+		{[]string{"--trust-proxy-header", "X-U", "--trusted-proxy", "10.0.0.1", "--proxy-role", "admin"}, []string{"--proxy-role", `"admin"`}},
+		{[]string{"--proxy-role", "operator"}, []string{"--proxy-role needs --trust-proxy-header"}},
+		{[]string{"--auth-file", good, "--base-path", "weir"}, []string{"--base-path"}},
+		{[]string{"--auth-file", good, "--base-path", "/weir/"}, []string{"--base-path"}},
+		{[]string{"--auth-file", good, "--tls-cert", "c.pem"}, []string{"--tls-cert and --tls-key"}},
+		{[]string{"--addr", "127.0.0.1:0", "--hide-payloads", "extra"}, []string{"unexpected argument"}},
+	} {
+		r := runWeir(t, env, append([]string{"serve"}, tc.args...)...)
+		wantFailure(t, r, exitUsage, tc.want...)
+		if strings.Contains(r.stderr, "s3cret-token") {
+			t.Errorf("%v: the error shows the token: %s", tc.args, r.stderr)
+		}
+	}
+	// $WEIR_AUTH_FILE is read when --auth-file is not given.
+	r := runWeir(t, map[string]string{envDatabaseURL: env[envDatabaseURL], envAuthFile: bad}, "serve")
+	wantFailure(t, r, exitUsage, "--auth-file "+bad)
+}
+
+func TestServeHashPassword(t *testing.T) {
+	t.Parallel()
+	r := runWeirStdin(t, nil, "correct horse\n", "serve", "--hash-password")
+	wantOK(t, r)
+	hash := strings.TrimSpace(r.stdout)
+	if !strings.HasPrefix(hash, "pbkdf2-sha256$") || strings.Contains(hash, "correct") {
+		t.Fatalf("hash %q", hash)
+	}
+	if _, err := weirui.ParseAuthFile(strings.NewReader("viewer:user:ada:" + hash)); err != nil {
+		t.Errorf("the auth file refuses the hash: %v", err)
+	}
+	wantFailure(t, runWeirStdin(t, nil, "\n", "serve", "--hash-password"), exitUsage, "no password")
+}
+
+func TestServeHelp(t *testing.T) {
+	t.Parallel()
+	r := runWeir(t, nil, "help", "serve")
+	wantOK(t, r)
+	for _, s := range []string{"weir serve", "-addr", "-auth-file", "-trust-proxy-header", "-trusted-proxy", "-hash-password", "sha256sum", "/healthz", "/readyz"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("help does not mention %q", s)
+		}
+	}
+}
+
+// serving runs weir serve until the test ends and returns its base URL.
+func serving(t *testing.T, env map[string]string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, append([]string{"serve"}, args...), strings.NewReader(""), pw, &stderr, func(k string) string { return env[k] })
+		pw.Close()
+		done <- code
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("weir serve exited %d: %s", code, stderr.String())
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	go io.Copy(io.Discard, pr) //nolint:errcheck // drains until serve returns
+	if err != nil {
+		t.Fatalf("weir serve printed no address: %v", err)
+	}
+	_, rest, ok := strings.Cut(line, "listening on ")
+	if !ok {
+		t.Fatalf("weir serve: %q", line)
+	}
+	base, _, _ := strings.Cut(rest, " ")
+	return strings.TrimSuffix(base, "/")
+}
+
+func get(t *testing.T, url string, header ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(b)
+}
+
+func TestServe(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	migrateUp(t, schema)
+	env := map[string]string{envDatabaseURL: dbtest.URL()}
+
+	base := serving(t, env, "--schema", schema, "--addr", "127.0.0.1:0")
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/": "Overview", "/api/v1/session": `"role": "operator"`} {
+		if code, body := get(t, base+path); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d %q", path, code, body)
+		}
+	}
+
+	// Without authentication, a Host that is not loopback (DNS rebinding) is refused.
+	for host, want := range map[string]int{"evil.example": 421, "evil.example:80": 421, "localhost": 200, "127.0.0.1:1": 200, "[::1]:8080": 200} {
+		code, _ := get(t, base+"/jobs", "Host", host)
+		if code != want {
+			t.Errorf("Host %s: %d, want %d", host, code, want)
+		}
+	}
+
+	// With an auth file, under a base path.
+	sum := sha256.Sum256([]byte("secret-token"))
+	authFile := filepath.Join(t.TempDir(), "auth")
+	if err := os.WriteFile(authFile, []byte("viewer:token:sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base = serving(t, env, "--schema", schema, "--addr", "127.0.0.1:0", "--auth-file", authFile, "--base-path", "/weir")
+	if !strings.HasSuffix(base, "/weir") {
+		t.Fatalf("base %q", base)
+	}
+	root := strings.TrimSuffix(base, "/weir")
+	if code, _ := get(t, root+"/healthz"); code != 200 {
+		t.Errorf("healthz: %d", code)
+	}
+	if code, _ := get(t, base+"/jobs"); code != 401 {
+		t.Errorf("without the token: %d", code)
+	}
+	code, body := get(t, base+"/jobs", "Authorization", "Bearer secret-token")
+	if code != 200 || !strings.Contains(body, `href="/weir/static/style.css"`) {
+		t.Errorf("with the token: %d", code)
+	}
+
+	// A schema that is not migrated is not ready.
+	bare := dbtest.Schema(t)
+	base = serving(t, env, "--schema", bare, "--addr", "127.0.0.1:0")
+	if code, _ := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("readyz on an empty schema: %d", code)
+	}
+}
+
+func TestServeSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "weir.db")
+	f := newSQLiteFixture(t, path)
+	base := serving(t, f.env, "--addr", "127.0.0.1:0")
+	for path, want := range map[string]string{"/readyz": "ready", "/api/v1/queues": `"queues"`, "/jobs": "Jobs", "/api/v1/jobs?state=retryable": `"state": "retryable"`} {
+		if code, body := get(t, base+path); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d %q", path, code, body)
+		}
+	}
+}

@@ -1,0 +1,590 @@
+package weirui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+// Page sizes of job lists.
+const (
+	defaultLimit = 50
+	maxLimit     = 1000
+)
+
+// leaderName is the name maintenance leadership is elected under
+// (internal/maintenance.LeaderName).
+const leaderName = "maintenance"
+
+func (h *handler) routes() {
+	m := h.mux
+	// JSON API.
+	m.HandleFunc("GET /api/v1/session", h.apiSession)
+	m.HandleFunc("GET /api/v1/jobs", h.apiJobs)
+	m.HandleFunc("GET /api/v1/jobs/{id}", h.apiJob)
+	m.HandleFunc("POST /api/v1/jobs/{id}/{action}", h.apiJobAction)
+	m.HandleFunc("POST /api/v1/jobs/bulk/{action}", h.apiBulk)
+	m.HandleFunc("GET /api/v1/throughput", h.apiThroughput)
+	m.HandleFunc("GET /api/v1/queues", h.apiQueues)
+	m.HandleFunc("POST /api/v1/queues/{name}/{action}", h.apiQueueAction)
+	m.HandleFunc("GET /api/v1/periodic", h.apiPeriodic)
+	m.HandleFunc("POST /api/v1/periodic/{name}/{action}", h.apiPeriodicAction)
+	m.HandleFunc("GET /api/v1/leader", h.apiLeader)
+	for _, p := range []string{"/api/v1/jobs/{id}/{action}", "/api/v1/queues/{name}/{action}", "/api/v1/periodic/{name}/{action}"} {
+		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "POST")
+			writeJSONError(w, http.StatusMethodNotAllowed, "method_not_allowed", "", r.Method+" changes nothing: use POST")
+		})
+	}
+	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, "not_found", "", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	// Pages.
+	m.HandleFunc("GET /{$}", h.pageOverview)
+	m.HandleFunc("GET /jobs", h.pageJobs)
+	m.HandleFunc("GET /jobs/{id}", h.pageJob)
+	m.HandleFunc("POST /jobs/{id}/{action}", h.pageJobAction)
+	m.HandleFunc("GET /jobs/bulk", h.pageBulkConfirm)
+	m.HandleFunc("POST /jobs/bulk/{action}", h.pageBulk)
+	m.HandleFunc("GET /queues", h.pageQueues)
+	m.HandleFunc("POST /queues/{name}/{action}", h.pageQueueAction)
+	m.HandleFunc("GET /periodic", h.pagePeriodic)
+	m.HandleFunc("POST /periodic/{name}/{action}", h.pagePeriodicAction)
+	m.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
+}
+
+// apiError is the body of every error the API returns.
+type apiError struct {
+	Error struct {
+		// Code is a stable word: bad_parameter, not_found, conflict,
+		// unauthenticated, forbidden, csrf, cross_origin, method_not_allowed,
+		// too_large, not_migrated, internal.
+		Code string `json:"code"`
+		// Parameter names the bad query parameter or path segment.
+		Parameter string `json:"parameter,omitempty"`
+		Message   string `json:"message"`
+	} `json:"error"`
+}
+
+func writeJSONError(w http.ResponseWriter, status int, code, param, msg string) {
+	var e apiError
+	e.Error.Code, e.Error.Parameter, e.Error.Message = code, param, msg
+	writeJSON(w, status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// badParam is a bad input, named.
+type badParam struct{ param, msg string }
+
+func (b *badParam) Error() string { return b.msg }
+
+func badParamf(param, format string, args ...any) error {
+	return &badParam{param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+// classify maps an error of the client to an HTTP status, a code and the
+// message shown. Database errors are logged and shown as a generic message.
+func (h *handler) classify(r *http.Request, err error) (int, string, string, string) {
+	if b, ok := errors.AsType[*badParam](err); ok {
+		return http.StatusBadRequest, "bad_parameter", b.param, b.msg
+	}
+	if inv, ok := errors.AsType[*weir.InvalidError](err); ok {
+		return http.StatusBadRequest, "bad_parameter", paramOfField(inv.Field), inv.Message
+	}
+	switch {
+	case errors.Is(err, weir.ErrNotFound):
+		return http.StatusNotFound, "not_found", "", "not found"
+	case errors.Is(err, weir.ErrJobRunning):
+		return http.StatusConflict, "conflict", "", "the job is running: cancel it first, or wait for it to end"
+	case errors.Is(err, weir.ErrJobFinal):
+		return http.StatusConflict, "conflict", "", "the job is final (completed, cancelled or discarded)"
+	case errors.Is(err, weir.ErrPeriodicDeclared):
+		return http.StatusConflict, "conflict", "", "the leader declares this schedule: remove it from the clients' config first, or pause it"
+	case errors.Is(err, weir.ErrNotMigrated):
+		return http.StatusServiceUnavailable, "not_migrated", "", "weir's schema is not migrated: run `weir migrate up`"
+	case errors.Is(err, context.Canceled):
+		return 499, "canceled", "", "request canceled"
+	}
+	h.opts.Logger.Error("weirui: database error", "method", r.Method, "path", r.URL.Path, "error", err)
+	return http.StatusInternalServerError, "internal", "", "the database call failed; the server's log says why"
+}
+
+func paramOfField(field string) string {
+	switch field {
+	case "JobListParams.States":
+		return "state"
+	case "JobListParams.Queues":
+		return "queue"
+	case "JobListParams.Kinds":
+		return "kind"
+	case "JobListParams.Tags":
+		return "tag"
+	case "JobListParams.Limit":
+		return "limit"
+	case "JobListParams.Cursor":
+		return "after"
+	case "JobListParams.CreatedAfter":
+		return "created_after"
+	case "JobListParams.CreatedBefore":
+		return "created_before"
+	}
+	return field
+}
+
+func (h *handler) apiFail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, param, msg := h.classify(r, err)
+	writeJSONError(w, status, code, param, msg)
+}
+
+// listQuery is a parsed job list request.
+type listQuery struct {
+	params weir.JobListParams
+	id     int64
+	// Echoed into the filter form.
+	State, Queue, Kind, Tag, ID, Order string
+	CreatedAfter, CreatedBefore        string
+	Limit                              int
+}
+
+// listValues reads comma-separated or repeated values of a parameter.
+func listValues(q url.Values, name string) []string {
+	var out []string
+	for _, v := range q[name] {
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
+		}
+	}
+	return out
+}
+
+var knownListParams = map[string]bool{
+	"state": true, "queue": true, "kind": true, "tag": true, "id": true,
+	"after": true, "limit": true, "order": true, "refresh": true,
+	"created_after": true, "created_before": true,
+}
+
+// parseList reads a job list's query parameters.
+func parseList(q url.Values) (*listQuery, error) {
+	for k := range q {
+		if !knownListParams[k] {
+			return nil, badParamf(k, "unknown parameter %q (known: state, queue, kind, tag, id, created_after, created_before, after, limit, order)", k)
+		}
+	}
+	lq := &listQuery{
+		State: strings.Join(listValues(q, "state"), ","), Queue: strings.Join(listValues(q, "queue"), ","),
+		Kind: strings.Join(listValues(q, "kind"), ","), Tag: strings.Join(listValues(q, "tag"), ","),
+		ID: q.Get("id"), Order: q.Get("order"), Limit: defaultLimit,
+		CreatedAfter: q.Get("created_after"), CreatedBefore: q.Get("created_before"),
+	}
+	for _, b := range []struct {
+		name string
+		to   *time.Time
+	}{{"created_after", &lq.params.CreatedAfter}, {"created_before", &lq.params.CreatedBefore}} {
+		if v := q.Get(b.name); v != "" {
+			at, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return nil, badParamf(b.name, "%s %q is not an RFC 3339 time such as 2026-12-04T10:00:00Z", b.name, v)
+			}
+			*b.to = at
+		}
+	}
+	p := &lq.params
+	for _, s := range listValues(q, "state") {
+		st := weirtype.JobState(s)
+		if !st.Valid() {
+			return nil, badParamf("state", "state %q is not a job state (one of %s)", s, statesList())
+		}
+		p.States = append(p.States, st)
+	}
+	p.Queues, p.Kinds, p.Tags = listValues(q, "queue"), listValues(q, "kind"), listValues(q, "tag")
+	if v := q.Get("id"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, badParamf("id", "id %q is not a positive job id", v)
+		}
+		lq.id = id
+	}
+	if v := q.Get("after"); v != "" {
+		after, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || after <= 0 {
+			return nil, badParamf("after", "after %q is not a positive job id (the next_cursor of the previous page)", v)
+		}
+		p.Cursor = after
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLimit {
+			return nil, badParamf("limit", "limit %q is not a whole number from 1 to %d", v, maxLimit)
+		}
+		lq.Limit = n
+	}
+	p.Limit = lq.Limit
+	switch lq.Order {
+	case "", "desc":
+		p.Descending = true
+		lq.Order = "desc"
+	case "asc":
+	default:
+		return nil, badParamf("order", "order %q is not asc or desc", lq.Order)
+	}
+	return lq, nil
+}
+
+func statesList() string {
+	var s []string
+	for _, st := range weirtype.JobStates() {
+		s = append(s, string(st))
+	}
+	return strings.Join(s, ", ")
+}
+
+// list runs a job list query. An id filter reads that one job and keeps it
+// when it matches the other filters.
+func (h *handler) list(ctx context.Context, lq *listQuery) (*weir.JobListResult, error) {
+	if lq.id == 0 {
+		return h.client.JobList(ctx, &lq.params)
+	}
+	// The other filters are checked by JobList's rules first.
+	check := lq.params
+	check.Limit = 1
+	if _, err := h.client.JobList(ctx, &check); err != nil && errors.Is(err, weir.ErrInvalid) {
+		return nil, err
+	}
+	job, err := h.client.JobGet(ctx, lq.id)
+	if errors.Is(err, weir.ErrNotFound) {
+		return &weir.JobListResult{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !matches(job, &lq.params) {
+		return &weir.JobListResult{}, nil
+	}
+	return &weir.JobListResult{Jobs: []*weir.JobRow{job}}, nil
+}
+
+func matches(j *weir.JobRow, p *weir.JobListParams) bool {
+	in := func(v string, set []string) bool {
+		if len(set) == 0 {
+			return true
+		}
+		for _, s := range set {
+			if s == v {
+				return true
+			}
+		}
+		return false
+	}
+	states := make([]string, len(p.States))
+	for i, s := range p.States {
+		states[i] = string(s)
+	}
+	if !in(string(j.State), states) || !in(j.Queue, p.Queues) || !in(j.Kind, p.Kinds) {
+		return false
+	}
+	for _, t := range p.Tags {
+		if !in(t, j.Tags) || len(j.Tags) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// jobJSON is a job as the API shows it.
+type jobJSON struct {
+	ID                int64                   `json:"id"`
+	State             weirtype.JobState       `json:"state"`
+	Queue             string                  `json:"queue"`
+	Kind              string                  `json:"kind"`
+	Priority          int                     `json:"priority"`
+	Attempt           int                     `json:"attempt"`
+	MaxAttempts       int                     `json:"max_attempts"`
+	Tags              []string                `json:"tags"`
+	CreatedAt         time.Time               `json:"created_at"`
+	ScheduledAt       time.Time               `json:"scheduled_at"`
+	AttemptedAt       *time.Time              `json:"attempted_at"`
+	FinalizedAt       *time.Time              `json:"finalized_at"`
+	AttemptedBy       string                  `json:"attempted_by"`
+	LeaseToken        int64                   `json:"lease_token"`
+	LeaseExpiresAt    *time.Time              `json:"lease_expires_at"`
+	CancelRequestedAt *time.Time              `json:"cancel_requested_at"`
+	ReleaseCount      int                     `json:"release_count"`
+	Errors            []weirtype.AttemptError `json:"errors"`
+	// PayloadsHidden is set when the viewer may not see args, metadata,
+	// output and progress (Options.HidePayloadsFromViewers).
+	PayloadsHidden bool            `json:"payloads_hidden,omitempty"`
+	Args           json.RawMessage `json:"args,omitempty"`
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	Progress       json.RawMessage `json:"progress,omitempty"`
+}
+
+func (h *handler) hidePayloads(r *http.Request) bool {
+	return h.opts.HidePayloadsFromViewers && info(r).id.role != RoleOperator
+}
+
+func (h *handler) jobOf(r *http.Request, j *weir.JobRow) *jobJSON {
+	out := &jobJSON{
+		ID: j.ID, State: j.State, Queue: j.Queue, Kind: j.Kind, Priority: j.Priority, Attempt: j.Attempt,
+		MaxAttempts: j.MaxAttempts, Tags: j.Tags, CreatedAt: j.CreatedAt, ScheduledAt: j.ScheduledAt,
+		AttemptedAt: j.AttemptedAt, FinalizedAt: j.FinalizedAt, AttemptedBy: j.AttemptedBy,
+		LeaseToken: j.LeaseToken, LeaseExpiresAt: j.LeaseExpiresAt, CancelRequestedAt: j.CancelRequestedAt,
+		ReleaseCount: j.ReleaseCount, Errors: j.Errors,
+	}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	if out.Errors == nil {
+		out.Errors = []weirtype.AttemptError{}
+	}
+	if h.hidePayloads(r) {
+		out.PayloadsHidden = true
+	} else {
+		out.Args, out.Metadata, out.Output, out.Progress = j.Args, j.Metadata, j.Output, j.Progress
+	}
+	return out
+}
+
+func (h *handler) apiSession(w http.ResponseWriter, r *http.Request) {
+	id := info(r).id
+	writeJSON(w, http.StatusOK, map[string]string{
+		"user": id.name, "role": id.role.String(), "csrf_token": h.csrfToken(id),
+	})
+}
+
+func (h *handler) apiJobs(w http.ResponseWriter, r *http.Request) {
+	lq, err := parseList(r.URL.Query())
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	res, err := h.list(r.Context(), lq)
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	out := struct {
+		Jobs []*jobJSON `json:"jobs"`
+		// NextCursor is the after of the next page; 0 on the last page.
+		NextCursor int64 `json:"next_cursor"`
+	}{Jobs: []*jobJSON{}, NextCursor: res.Next}
+	for _, j := range res.Jobs {
+		out.Jobs = append(out.Jobs, h.jobOf(r, j))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badParamf("id", "job id %q is not a positive whole number", s)
+	}
+	return id, nil
+}
+
+func (h *handler) apiJob(w http.ResponseWriter, r *http.Request) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	job, err := h.client.JobGet(r.Context(), id)
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.jobOf(r, job))
+}
+
+// jobAction runs a job action named in the path.
+func (h *handler) jobAction(r *http.Request) (*weir.JobRow, string, error) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		return nil, "", err
+	}
+	action := r.PathValue("action")
+	var op func(context.Context, int64) (*weir.JobRow, error)
+	switch action {
+	case "retry":
+		op = h.client.JobRetry
+	case "cancel":
+		op = h.client.JobCancel
+	case "delete":
+		op = h.client.JobDelete
+	default:
+		return nil, "", badParamf("action", "job action %q is not retry, cancel or delete", action)
+	}
+	job, err := op(r.Context(), id)
+	return job, action, err
+}
+
+func (h *handler) apiJobAction(w http.ResponseWriter, r *http.Request) {
+	job, _, err := h.jobAction(r)
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.jobOf(r, job))
+}
+
+// queueJSON is a queue as the API shows it.
+type queueJSON struct {
+	Name   string                      `json:"name"`
+	Paused bool                        `json:"paused"`
+	Counts map[weirtype.JobState]int64 `json:"counts"`
+	// OldestAvailableAt is the scheduled time of the job waiting longest.
+	OldestAvailableAt *time.Time `json:"oldest_available_at"`
+}
+
+func queueOf(q *weir.QueueStats) queueJSON {
+	out := queueJSON{Name: q.Name, Paused: q.Paused, Counts: map[weirtype.JobState]int64{}}
+	for _, s := range weirtype.JobStates() {
+		out.Counts[s] = q.Counts[s]
+	}
+	if !q.OldestAvailableAt.IsZero() {
+		t := q.OldestAvailableAt
+		out.OldestAvailableAt = &t
+	}
+	return out
+}
+
+func (h *handler) apiQueues(w http.ResponseWriter, r *http.Request) {
+	queues, err := h.client.QueueList(r.Context())
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	out := []queueJSON{}
+	for _, q := range queues {
+		out = append(out, queueOf(q))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
+}
+
+func (h *handler) queueAction(r *http.Request) (string, string, error) {
+	name, action := r.PathValue("name"), r.PathValue("action")
+	switch action {
+	case "pause":
+		return name, action, h.client.QueuePause(r.Context(), name)
+	case "resume":
+		return name, action, h.client.QueueResume(r.Context(), name)
+	}
+	return name, action, badParamf("action", "queue action %q is not pause or resume", action)
+}
+
+func (h *handler) apiQueueAction(w http.ResponseWriter, r *http.Request) {
+	name, action, err := h.queueAction(r)
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": name, "paused": action == "pause"})
+}
+
+// periodicJSON is a schedule as the API shows it.
+type periodicJSON struct {
+	Name       string     `json:"name"`
+	Schedule   string     `json:"schedule"`
+	TimeZone   string     `json:"time_zone"`
+	NextRunAt  time.Time  `json:"next_run_at"`
+	LastRunAt  *time.Time `json:"last_run_at"`
+	LastJobID  *int64     `json:"last_job_id"`
+	DeclaredBy string     `json:"declared_by"`
+	DeclaredAt time.Time  `json:"declared_at"`
+	PausedAt   *time.Time `json:"paused_at"`
+	OrphanedAt *time.Time `json:"orphaned_at"`
+	CreatedAt  time.Time  `json:"created_at"`
+}
+
+func periodicOf(p *weir.PeriodicRow) periodicJSON {
+	return periodicJSON{
+		Name: p.Name, Schedule: p.Spec, TimeZone: p.TimeZone, NextRunAt: p.NextRunAt, LastRunAt: p.LastRunAt,
+		LastJobID: p.LastJobID, DeclaredBy: p.DeclaredBy, DeclaredAt: p.DeclaredAt, PausedAt: p.PausedAt,
+		OrphanedAt: p.OrphanedAt, CreatedAt: p.CreatedAt,
+	}
+}
+
+func (h *handler) apiPeriodic(w http.ResponseWriter, r *http.Request) {
+	rows, err := h.client.PeriodicList(r.Context())
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	out := []periodicJSON{}
+	for _, p := range rows {
+		out = append(out, periodicOf(p))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"periodic": out})
+}
+
+func (h *handler) periodicAction(r *http.Request) (*weir.PeriodicRow, string, error) {
+	name, action := r.PathValue("name"), r.PathValue("action")
+	var op func(context.Context, string) (*weir.PeriodicRow, error)
+	switch action {
+	case "pause":
+		op = h.client.PeriodicPause
+	case "resume":
+		op = h.client.PeriodicResume
+	case "trigger":
+		op = h.client.PeriodicTrigger
+	default:
+		return nil, action, badParamf("action", "periodic action %q is not pause, resume or trigger", action)
+	}
+	row, err := op(r.Context(), name)
+	return row, action, err
+}
+
+func (h *handler) apiPeriodicAction(w http.ResponseWriter, r *http.Request) {
+	row, _, err := h.periodicAction(r)
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, periodicOf(row))
+}
+
+// leaderJSON is the maintenance leader.
+type leaderJSON struct {
+	// ID is the leading client's id; empty when nobody leads.
+	ID        string     `json:"id"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+func (h *handler) leader(ctx context.Context) (*leaderJSON, error) {
+	id, expires, err := h.client.Driver().Executor().LeaderGet(ctx, leaderName)
+	if errors.Is(err, weirdriver.ErrNotFound) {
+		return &leaderJSON{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &leaderJSON{ID: id, ExpiresAt: &expires}, nil
+}
+
+func (h *handler) apiLeader(w http.ResponseWriter, r *http.Request) {
+	l, err := h.leader(r.Context())
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}

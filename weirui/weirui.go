@@ -1,0 +1,232 @@
+// Package weirui is weir's operations dashboard: HTML pages and a JSON API
+// (under /api/v1/) over a weir.Client's operator calls, to list and inspect
+// jobs, retry, cancel or delete them one by one or by filter, see the last
+// hour's throughput, pause and resume queues, and steer periodic schedules.
+// NewHandler returns an http.Handler that may be mounted under any path prefix
+// (with http.StripPrefix); `weir serve` runs it alone.
+//
+// The pages work without JavaScript and carry a strict Content-Security-Policy;
+// with it, vendored htmx (embedded, served from /static/) updates the overview
+// and the job list in place.
+// Every request is authenticated (bearer tokens, HTTP basic, or a trusted
+// reverse proxy's user header) unless Options.AllowAnonymous says otherwise;
+// viewers read, operators change. Every change is a POST that passes a
+// same-origin check and carries a CSRF token tied to the credentials. See
+// docs/dashboard.md.
+package weirui
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/weirq/weir"
+)
+
+// Options configure the dashboard.
+type Options struct {
+	// Auth says who may use the dashboard. NewHandler refuses a nil Auth (or
+	// one with no credential) unless AllowAnonymous is set.
+	Auth *Auth
+	// AllowAnonymous serves requests that carry no credentials as an
+	// operator's. Only for a listener that nobody but trusted users can reach,
+	// such as a loopback address on a single-user machine.
+	AllowAnonymous bool
+	// HidePayloadsFromViewers hides jobs' args, metadata, output and
+	// progress from viewers, in the pages and in the API.
+	HidePayloadsFromViewers bool
+	// BasePath is the path prefix under which the handler is reachable, such
+	// as "/weir", used in links and redirects. Empty: found from each
+	// request, as what http.StripPrefix removed.
+	BasePath string
+	// CSRFKey signs the CSRF tokens, at least 32 bytes. Empty: a random key,
+	// so that tokens change when the process restarts; several processes
+	// behind one load balancer need the same key.
+	CSRFKey []byte
+	// Logger receives errors the database returned (the pages and the API
+	// show a generic message for those). Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// maxBody bounds a request's body: a mutation carries a CSRF token at most.
+const maxBody = 16 << 10
+
+var basePathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)*$`)
+
+// NewHandler returns the dashboard on client's database. The client needs no
+// workers and need not be started.
+func NewHandler(client *weir.Client, opts *Options) (http.Handler, error) {
+	if client == nil {
+		return nil, errors.New("weirui: the client is nil")
+	}
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.Auth.Validate(); err != nil {
+		return nil, err
+	}
+	if !o.Auth.configured() && !o.AllowAnonymous {
+		return nil, errors.New("weirui: no authentication configured: set Options.Auth, or Options.AllowAnonymous to serve every request as an operator's")
+	}
+	if o.AllowAnonymous && o.Auth.configured() {
+		return nil, errors.New("weirui: Options.AllowAnonymous with Options.Auth would make every request without credentials an operator's: set one of them")
+	}
+	if o.BasePath != "" && (!basePathRE.MatchString(o.BasePath) || o.BasePath == "/") {
+		return nil, errors.New(`weirui: Options.BasePath must be empty or a path such as "/weir" (letters, digits, ._~- between slashes, no trailing slash)`)
+	}
+	if o.CSRFKey == nil {
+		o.CSRFKey = make([]byte, 32)
+		rand.Read(o.CSRFKey)
+	} else if len(o.CSRFKey) < 32 {
+		return nil, errors.New("weirui: Options.CSRFKey is shorter than 32 bytes")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	h := &handler{
+		client: client, opts: o, auth: newAuthenticator(o.Auth, o.AllowAnonymous),
+		origin: http.NewCrossOriginProtection(),
+	}
+	h.origin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, http.StatusForbidden, "cross_origin", "", "cross-origin request refused")
+	}))
+	h.mux = http.NewServeMux()
+	h.routes()
+	return h, nil
+}
+
+type handler struct {
+	client *weir.Client
+	opts   Options
+	auth   *authenticator
+	origin *http.CrossOriginProtection
+	mux    *http.ServeMux
+}
+
+// ctxKey keys the request's identity and base path in its context.
+type reqInfo struct {
+	id   *identity
+	base string
+}
+
+type ctxKey struct{}
+
+func info(r *http.Request) *reqInfo {
+	ri, _ := r.Context().Value(ctxKey{}).(*reqInfo)
+	return ri
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	hdr.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+		"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "same-origin")
+	hdr.Set("X-Frame-Options", "DENY")
+	hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
+	hdr.Set("Cache-Control", "no-store")
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+
+	ri := &reqInfo{base: h.basePath(r)}
+	id, err := h.auth.authenticate(r)
+	if err != nil {
+		if h.opts.Auth != nil && len(h.opts.Auth.Users) > 0 {
+			hdr.Set("WWW-Authenticate", `Basic realm="weir", charset="UTF-8"`)
+		} else {
+			hdr.Set("WWW-Authenticate", `Bearer realm="weir"`)
+		}
+		h.fail(w, r.WithContext(ctxWith(r, ri)), http.StatusUnauthorized, "unauthenticated", "", err.Error())
+		return
+	}
+	ri.id = id
+	r = r.WithContext(ctxWith(r, ri))
+	if id.role == RoleNone {
+		h.fail(w, r, http.StatusForbidden, "forbidden", "", "user "+id.name+" has no role here")
+		return
+	}
+	if !isSafe(r.Method) {
+		if id.role != RoleOperator {
+			h.fail(w, r, http.StatusForbidden, "forbidden", "", "only an operator may change jobs, queues and schedules")
+			return
+		}
+		if err := h.origin.Check(r); err != nil {
+			h.fail(w, r, http.StatusForbidden, "cross_origin", "", "cross-origin request refused")
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				h.fail(w, r, http.StatusRequestEntityTooLarge, "too_large", "", "request body larger than 16 KiB")
+				return
+			}
+			h.fail(w, r, http.StatusBadRequest, "bad_request", "", "request body does not parse as a form")
+			return
+		}
+		if !id.bearer && !h.csrfOK(r, id) {
+			h.fail(w, r, http.StatusForbidden, "csrf", "csrf", "missing or wrong CSRF token (reload the page)")
+			return
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+func isSafe(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+}
+
+// basePath is the prefix of the request's path that the handler does not
+// see: Options.BasePath, or what http.StripPrefix removed.
+func (h *handler) basePath(r *http.Request) string {
+	if h.opts.BasePath != "" {
+		return h.opts.BasePath
+	}
+	full := r.RequestURI
+	if i := strings.IndexAny(full, "?#"); i >= 0 {
+		full = full[:i]
+	}
+	base, ok := strings.CutSuffix(full, r.URL.EscapedPath())
+	if !ok || !basePathRE.MatchString(base) {
+		return ""
+	}
+	return base
+}
+
+// csrfToken is the CSRF token of an identity: an HMAC of its credentials'
+// key, so that it holds for the credentials and nothing else.
+func (h *handler) csrfToken(id *identity) string {
+	mac := hmac.New(sha256.New, h.opts.CSRFKey)
+	mac.Write([]byte("weirui csrf\x00" + id.key))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func (h *handler) csrfOK(r *http.Request, id *identity) bool {
+	got := r.Header.Get("X-CSRF-Token")
+	if got == "" {
+		got = r.PostFormValue("csrf")
+	}
+	return got != "" && hmac.Equal([]byte(got), []byte(h.csrfToken(id)))
+}
+
+// fail answers an error: JSON under /api/, a page elsewhere.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, code, param, msg string) {
+	if isAPI(r) {
+		writeJSONError(w, status, code, param, msg)
+		return
+	}
+	h.errorPage(w, r, status, msg)
+}
+
+func isAPI(r *http.Request) bool {
+	return r.URL.Path == "/api" || strings.HasPrefix(r.URL.Path, "/api/")
+}
+
+func ctxWith(r *http.Request, ri *reqInfo) context.Context {
+	return context.WithValue(r.Context(), ctxKey{}, ri)
+}

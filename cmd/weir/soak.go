@@ -123,7 +123,7 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.DurationVar(&c.StopBudget, "stop-budget", 3*time.Second, "each graceful stop's budget")
 	fs.DurationVar(&c.JobTimeout, "job-timeout", 300*time.Millisecond, "the timeout of overrun and stubborn jobs")
 	fs.DurationVar(&c.G9Slack, "g9-slack", 500*time.Millisecond, "allowance over the G9 bound for a killed worker's jobs, for statement latency")
-	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 2*time.Minute, "how long to wait for every job to be final")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 2*time.Minute, "how long the drain waits for the next job to be final (it goes on while jobs become final)")
 	fs.BoolVar(&c.PgBouncer, "pgbouncer", false, "start a PgBouncer in transaction mode in front of the database; the workers connect through it (implies --poll-only)")
 	fs.BoolVar(&c.PollOnly, "poll-only", false, "the workers' clients poll for jobs and listen for nothing (weir.Config.PollOnly)")
 	fs.BoolVar(&c.StartPostgres, "start-postgres", false, "start a throwaway PostgreSQL cluster instead of using --database-url")

@@ -110,7 +110,7 @@ type Config struct {
 	// G9Slack is the allowance over the G9 bound for a killed
 	// worker's jobs to be runnable again, for statement latency; zero or more.
 	G9Slack time.Duration
-	// DrainTimeout bounds the wait for every job to be final.
+	// DrainTimeout bounds the drain's wait for the next job to become final.
 	DrainTimeout time.Duration
 	// LogPath is the file for the workers' logs; empty: a new file in the
 	// temporary directory.
@@ -956,7 +956,11 @@ func (s *soakRun) printProgress(ctx context.Context, phase string) {
 // drain waits until every job is final.
 func (s *soakRun) drain(ctx context.Context) error {
 	s.printProgress(ctx, "draining:")
+	// The drain lasts as long as jobs keep becoming final: a backlog the load
+	// left behind takes what it takes, and only DrainTimeout without progress
+	// ends it.
 	deadline := time.Now().Add(s.cfg.DrainTimeout)
+	fewest := -1
 	lastLine := time.Now()
 	job := pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()
 	for {
@@ -971,8 +975,12 @@ func (s *soakRun) drain(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if err == nil && (fewest < 0 || pending < fewest) {
+			fewest = pending
+			deadline = time.Now().Add(s.cfg.DrainTimeout)
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d jobs not final after the drain's %s", pending, s.cfg.DrainTimeout)
+			return fmt.Errorf("%d jobs not final after %s of the drain without progress", pending, s.cfg.DrainTimeout)
 		}
 		if time.Since(lastLine) >= 5*time.Second {
 			s.printProgress(ctx, "draining:")

@@ -109,7 +109,10 @@ func newSoakProbe(pool *pgxpool.Pool, schema, name string, timeout time.Duration
 			ON CONFLICT (job_id, lease_token, nonce) DO UPDATE SET nonce = x.nonce RETURNING id`,
 		// An end already written (by a transaction that completed the job,
 		// whose commit's reply was lost) stays.
-		end: "UPDATE " + table + " SET ended_at = clock_timestamp(), result = $2 WHERE id = $1 AND ended_at IS NULL",
+		// The nonce as well as the id: after a failover to an asynchronous
+		// standby the id sequence goes back, and an execution whose start row
+		// was lost must not end another execution's row that got its id.
+		end: "UPDATE " + table + " SET ended_at = clock_timestamp(), result = $2 WHERE id = $1 AND nonce = $3 AND ended_at IS NULL",
 	}
 }
 
@@ -139,12 +142,13 @@ func (p *soakProbe) Work(ctx context.Context, job *weir.Job[soakProbeArgs]) erro
 		p.mu.Unlock()
 	}()
 
-	var nonce [8]byte
-	_, _ = rand.Read(nonce[:])
+	var nonceBytes [8]byte
+	_, _ = rand.Read(nonceBytes[:])
+	nonce := hex.EncodeToString(nonceBytes[:])
 	var id int64
 	err := retryAudit(ctx, func(ctx context.Context) error {
 		return p.pool.QueryRow(ctx, p.start, job.ID, job.LeaseToken, job.Attempt, p.name, p.pid,
-			job.Args.Mode, hex.EncodeToString(nonce[:]), progressLease(job.Progress)).Scan(&id)
+			job.Args.Mode, nonce, progressLease(job.Progress)).Scan(&id)
 	})
 	if err != nil {
 		return fmt.Errorf("soak probe token=%d: audit start: %w", job.LeaseToken, err)
@@ -159,7 +163,7 @@ func (p *soakProbe) Work(ctx context.Context, job *weir.Job[soakProbeArgs]) erro
 	if job.Args.Mode == modeTx && workErr == nil {
 		// The end and the job's completion commit together, or neither does
 		// (G3 for the handler's own writes: a stale lease's end never commits).
-		if workErr = p.completeInTx(ctx, id, job); workErr == nil {
+		if workErr = p.completeInTx(ctx, id, nonce, job); workErr == nil {
 			return nil
 		}
 		result = "tx: " + workErr.Error()
@@ -173,7 +177,7 @@ func (p *soakProbe) Work(ctx context.Context, job *weir.Job[soakProbeArgs]) erro
 	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := retryAudit(endCtx, func(ctx context.Context) error {
-		_, err := p.pool.Exec(ctx, p.end, id, result)
+		_, err := p.pool.Exec(ctx, p.end, id, result, nonce)
 		return err
 	}); err != nil {
 		return fmt.Errorf("soak probe token=%d: audit end: %w", job.LeaseToken, err)
@@ -201,9 +205,9 @@ func progressLease(progress json.RawMessage) *int64 {
 
 // completeInTx writes the execution's end, result ok, and completes the job in
 // one transaction. Its error names the lease token.
-func (p *soakProbe) completeInTx(ctx context.Context, id int64, job *weir.Job[soakProbeArgs]) error {
+func (p *soakProbe) completeInTx(ctx context.Context, id int64, nonce string, job *weir.Job[soakProbeArgs]) error {
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, p.end, id, "ok"); err != nil {
+		if _, err := tx.Exec(ctx, p.end, id, "ok", nonce); err != nil {
 			return err
 		}
 		return weir.JobCompleteTx(ctx, tx, job.JobRow)

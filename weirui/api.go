@@ -500,40 +500,16 @@ func (h *handler) apiQueueAction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"name": name, "paused": action == "pause"})
 }
 
-// periodicJSON is a schedule as the API shows it.
-type periodicJSON struct {
-	Name       string     `json:"name"`
-	Schedule   string     `json:"schedule"`
-	TimeZone   string     `json:"time_zone"`
-	NextRunAt  time.Time  `json:"next_run_at"`
-	LastRunAt  *time.Time `json:"last_run_at"`
-	LastJobID  *int64     `json:"last_job_id"`
-	DeclaredBy string     `json:"declared_by"`
-	DeclaredAt time.Time  `json:"declared_at"`
-	PausedAt   *time.Time `json:"paused_at"`
-	OrphanedAt *time.Time `json:"orphaned_at"`
-	CreatedAt  time.Time  `json:"created_at"`
-}
-
-func periodicOf(p *weir.PeriodicRow) periodicJSON {
-	return periodicJSON{
-		Name: p.Name, Schedule: p.Spec, TimeZone: p.TimeZone, NextRunAt: p.NextRunAt, LastRunAt: p.LastRunAt,
-		LastJobID: p.LastJobID, DeclaredBy: p.DeclaredBy, DeclaredAt: p.DeclaredAt, PausedAt: p.PausedAt,
-		OrphanedAt: p.OrphanedAt, CreatedAt: p.CreatedAt,
-	}
-}
-
 func (h *handler) apiPeriodic(w http.ResponseWriter, r *http.Request) {
 	rows, err := h.client.PeriodicList(r.Context())
 	if err != nil {
 		h.apiFail(w, r, err)
 		return
 	}
-	out := []periodicJSON{}
-	for _, p := range rows {
-		out = append(out, periodicOf(p))
+	if rows == nil {
+		rows = []*weir.PeriodicRow{} // [], not null
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"periodic": out})
+	writeJSON(w, http.StatusOK, map[string]any{"periodic": rows})
 }
 
 func (h *handler) periodicAction(r *http.Request) (*weir.PeriodicRow, string, error) {
@@ -559,7 +535,7 @@ func (h *handler) apiPeriodicAction(w http.ResponseWriter, r *http.Request) {
 		h.apiFail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, periodicOf(row))
+	writeJSON(w, http.StatusOK, row)
 }
 
 // leaderJSON is the maintenance leader.

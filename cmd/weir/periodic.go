@@ -110,43 +110,19 @@ func runPeriodic(ctx context.Context, e *env, args []string) error {
 		return o.db.clientErr(fs, err)
 	}
 	if o.json {
-		return writeJSON(e.stdout, periodicJSONOf(row))
+		return writeJSON(e.stdout, row)
 	}
 	verb := map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered", "delete": "deleted"}[action]
 	_, err = fmt.Fprintf(e.stdout, "periodic job %s %s\n", termSafe(row.Name), verb)
 	return err
 }
 
-// periodicJSON is a schedule as weir prints it for scripts.
-type periodicJSON struct {
-	Name       string     `json:"name"`
-	Schedule   string     `json:"schedule"`
-	TimeZone   string     `json:"time_zone"`
-	NextRunAt  time.Time  `json:"next_run_at"`
-	LastRunAt  *time.Time `json:"last_run_at"`
-	LastJobID  *int64     `json:"last_job_id"`
-	Leader     string     `json:"declared_by"`
-	DeclaredAt time.Time  `json:"declared_at"`
-	PausedAt   *time.Time `json:"paused_at"`
-	OrphanedAt *time.Time `json:"orphaned_at"`
-	CreatedAt  time.Time  `json:"created_at"`
-}
-
-func periodicJSONOf(r *weir.PeriodicRow) periodicJSON {
-	return periodicJSON{
-		Name: r.Name, Schedule: r.Spec, TimeZone: r.TimeZone, NextRunAt: r.NextRunAt, LastRunAt: r.LastRunAt,
-		LastJobID: r.LastJobID, Leader: r.DeclaredBy, DeclaredAt: r.DeclaredAt, PausedAt: r.PausedAt,
-		OrphanedAt: r.OrphanedAt, CreatedAt: r.CreatedAt,
-	}
-}
-
 func printPeriodic(w io.Writer, rows []*weir.PeriodicRow, asJSON bool) error {
 	if asJSON {
-		out := make([]periodicJSON, len(rows))
-		for i, r := range rows {
-			out[i] = periodicJSONOf(r)
+		if rows == nil {
+			rows = []*weir.PeriodicRow{} // [], not null
 		}
-		return writeJSON(w, out)
+		return writeJSON(w, rows)
 	}
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no periodic jobs")

@@ -8,6 +8,7 @@ import (
 	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
+	"github.com/weirq/weir/weirtype"
 )
 
 // TestPeriodic lists and operates schedules registered as a leader would, and
@@ -52,7 +53,7 @@ func TestPeriodic(t *testing.T) {
 	}
 	r = weir(t, "periodic", "trigger", "report", "--json")
 	wantOK(t, r)
-	var triggered periodicJSON
+	var triggered weirtype.PeriodicRow
 	decodeJSON(t, r.stdout, &triggered)
 	if triggered.Name != "report" || !triggered.NextRunAt.Before(time.Now().Add(time.Minute)) {
 		t.Fatalf("trigger --json: %+v", triggered)
@@ -65,7 +66,7 @@ func TestPeriodic(t *testing.T) {
 	register("nightly") // the report is orphaned now
 	r = weir(t, "periodic", "list", "--json")
 	wantOK(t, r)
-	var listed []periodicJSON
+	var listed []weirtype.PeriodicRow
 	decodeJSON(t, r.stdout, &listed)
 	if len(listed) != 2 || listed[0].PausedAt == nil || listed[1].OrphanedAt == nil {
 		t.Fatalf("list --json: %+v", listed)

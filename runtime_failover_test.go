@@ -27,53 +27,22 @@ import (
 // the client leads on the new primary.
 func TestFailoverSync(t *testing.T) {
 	t.Parallel()
-	pair, err := pgcluster.StartPair(pgcluster.PairOptions{DirPrefix: "weir-failover-test-", Database: "failover", Sync: true})
-	if errors.Is(err, pgcluster.ErrNoBinaries) {
-		t.Skipf("PostgreSQL is not installed: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pair.Stop() })
+	pair, newPool := startFailoverPair(t, true)
 	ctx := testCtx(t)
-	const schema = "weir_failover"
-
-	newPool := func() *pgxpool.Pool {
-		cfg, err := pgxpool.ParseConfig(pair.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		return pool
-	}
 	admin := newPool()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	adminDriver, err := weirpgx.New(admin, &weirpgx.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := weirmigrate.New(adminDriver).Up(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	adminDriver := migrateFailoverSchema(t, admin)
 	// Every lease that leaves the running state, in the transaction that
 	// ends it.
 	if _, err := admin.Exec(ctx, `
-CREATE TABLE `+schema+`.lease_end (job_id bigint, token bigint, state text, seq bigserial);
-CREATE FUNCTION `+schema+`.log_end() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE TABLE `+failoverSchema+`.lease_end (job_id bigint, token bigint, state text, seq bigserial);
+CREATE FUNCTION `+failoverSchema+`.log_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	INSERT INTO `+schema+`.lease_end (job_id, token, state) VALUES (OLD.id, OLD.lease_token, NEW.state);
+	INSERT INTO `+failoverSchema+`.lease_end (job_id, token, state) VALUES (OLD.id, OLD.lease_token, NEW.state);
 	RETURN NULL;
 END $$;
-CREATE TRIGGER log_end AFTER UPDATE ON `+schema+`.weir_job FOR EACH ROW
+CREATE TRIGGER log_end AFTER UPDATE ON `+failoverSchema+`.weir_job FOR EACH ROW
 	WHEN (OLD.state = 'running' AND (NEW.state <> 'running' OR NEW.lease_token <> OLD.lease_token))
-	EXECUTE FUNCTION `+schema+`.log_end();`); err != nil {
+	EXECUTE FUNCTION `+failoverSchema+`.log_end();`); err != nil {
 		t.Fatal(err)
 	}
 	inserter, err := weir.NewClient(adminDriver, nil)
@@ -83,7 +52,7 @@ CREATE TRIGGER log_end AFTER UPDATE ON `+schema+`.weir_job FOR EACH ROW
 
 	var mu sync.Mutex
 	runs := map[int64]int{}
-	workDriver, err := weirpgx.New(newPool(), &weirpgx.Config{Schema: schema})
+	workDriver, err := weirpgx.New(newPool(), &weirpgx.Config{Schema: failoverSchema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +92,7 @@ CREATE TRIGGER log_end AFTER UPDATE ON `+schema+`.weir_job FOR EACH ROW
 	}()
 	count := func(where string) int {
 		var c int
-		if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".weir_job WHERE "+where).Scan(&c); err != nil {
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+failoverSchema+".weir_job WHERE "+where).Scan(&c); err != nil {
 			return -1 // the primary is away: not yet
 		}
 		return c
@@ -158,7 +127,7 @@ CREATE TRIGGER log_end AFTER UPDATE ON `+schema+`.weir_job FOR EACH ROW
 	// The client leads on the new primary.
 	waitFor(t, 20*time.Second, "the client to lead on the new primary", func() bool {
 		var id string
-		err := admin.QueryRow(ctx, "SELECT leader_id FROM "+schema+".weir_leader WHERE name = 'maintenance' AND expires_at > now()").Scan(&id)
+		err := admin.QueryRow(ctx, "SELECT leader_id FROM "+failoverSchema+".weir_leader WHERE name = 'maintenance' AND expires_at > now()").Scan(&id)
 		return err == nil && id == client.ID() && client.IsLeader()
 	})
 
@@ -189,7 +158,7 @@ CREATE TRIGGER log_end AFTER UPDATE ON `+schema+`.weir_job FOR EACH ROW
 		token int64
 		state string
 	}
-	rows, err := admin.Query(ctx, "SELECT job_id, token, state FROM "+schema+".lease_end ORDER BY seq")
+	rows, err := admin.Query(ctx, "SELECT job_id, token, state FROM "+failoverSchema+".lease_end ORDER BY seq")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,36 +200,9 @@ CREATE TRIGGER log_end AFTER UPDATE ON `+schema+`.weir_job FOR EACH ROW
 // that the first lease's outcome cannot land on the second.
 func TestFailoverAsyncTokens(t *testing.T) {
 	t.Parallel()
-	pair, err := pgcluster.StartPair(pgcluster.PairOptions{DirPrefix: "weir-failover-async-test-", Database: "failover"})
-	if errors.Is(err, pgcluster.ErrNoBinaries) {
-		t.Skipf("PostgreSQL is not installed: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pair.Stop() })
+	pair, newPool := startFailoverPair(t, false)
 	ctx := testCtx(t)
-	const schema = "weir_failover"
-	cfg, err := pgxpool.ParseConfig(pair.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := weirmigrate.New(driver).Up(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	driver := migrateFailoverSchema(t, newPool())
 	client, err := weir.NewClient(driver, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -307,4 +249,52 @@ func TestFailoverAsyncTokens(t *testing.T) {
 	if err != nil || !applied[0] {
 		t.Fatalf("the live lease's outcome: applied %v, %v", applied, err)
 	}
+}
+
+// failoverSchema is the schema of the failover tests, each on its own pair.
+const failoverSchema = "weir_failover"
+
+// startFailoverPair starts a primary and a streaming standby, synchronous or
+// not, stopped at cleanup, and returns it with a maker of pools on its
+// multi-host URL. It skips the test where PostgreSQL is not installed.
+func startFailoverPair(t *testing.T, sync bool) (*pgcluster.Pair, func() *pgxpool.Pool) {
+	t.Helper()
+	pair, err := pgcluster.StartPair(pgcluster.PairOptions{DirPrefix: "weir-failover-test-", Database: "failover", Sync: sync})
+	if errors.Is(err, pgcluster.ErrNoBinaries) {
+		t.Skipf("PostgreSQL is not installed: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pair.Stop() })
+	return pair, func() *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(pair.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+		pool, err := pgxpool.NewWithConfig(testCtx(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
+	}
+}
+
+// migrateFailoverSchema creates and migrates failoverSchema through pool and
+// returns a driver on it.
+func migrateFailoverSchema(t *testing.T, pool *pgxpool.Pool) *weirpgx.Driver {
+	t.Helper()
+	if _, err := pool.Exec(testCtx(t), "CREATE SCHEMA "+failoverSchema); err != nil {
+		t.Fatal(err)
+	}
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: failoverSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weirmigrate.New(driver).Up(testCtx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	return driver
 }

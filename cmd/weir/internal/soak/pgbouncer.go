@@ -1,7 +1,6 @@
 package soak
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -27,9 +26,6 @@ type soakBouncer struct {
 // restarts it when it exits.
 func (s *soakRun) startBouncer() error {
 	b, err := pgcluster.StartPgBouncer(s.url, pgcluster.PgBouncerOptions{PoolSize: 40})
-	if errors.Is(err, pgcluster.ErrNoPgBouncer) {
-		return fmt.Errorf("soak: --pgbouncer: %v", err)
-	}
 	if err != nil {
 		return fmt.Errorf("soak: --pgbouncer: %v", err)
 	}

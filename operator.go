@@ -211,9 +211,25 @@ type QueueStats = weirdriver.QueueStats
 
 // QueueList lists the queues that have jobs, with their counts by state.
 func (c *Client) QueueList(ctx context.Context) ([]*QueueStats, error) {
+	return c.queueList(ctx, weirdriver.Executor.QueueList)
+}
+
+// QueueListEstimated lists what QueueList does, for a page that polls it on
+// a large table: the counts of the states that are not final are exact,
+// read from their partial indexes; those of the final states (completed,
+// cancelled, discarded) may be estimates, marked in QueueStats.Estimated,
+// where an exact count would read the whole table (PostgreSQL: from a sample
+// of the table's pages; SQLite counts exactly). A queue whose only jobs are a
+// few final ones may be missing. Scripts that need exact figures use
+// QueueList.
+func (c *Client) QueueListEstimated(ctx context.Context) ([]*QueueStats, error) {
+	return c.queueList(ctx, weirdriver.Executor.QueueListEstimated)
+}
+
+func (c *Client) queueList(ctx context.Context, op func(weirdriver.Executor, context.Context) ([]*QueueStats, error)) ([]*QueueStats, error) {
 	var queues []*QueueStats
 	err := c.operate(ctx, func() (err error) {
-		queues, err = c.driver.Executor().QueueList(ctx)
+		queues, err = op(c.driver.Executor(), ctx)
 		return err
 	})
 	if err != nil {

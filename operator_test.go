@@ -181,6 +181,15 @@ func TestQueueList(t *testing.T) {
 		queues[1].Counts[weir.JobStateAvailable] != 1 {
 		t.Fatalf("queues %+v", queues)
 	}
+	// On a small table the estimate is the count, and marks nothing.
+	estimated, err := b.client.QueueListEstimated(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(estimated) != 2 || estimated[0].Counts[weir.JobStateAvailable] != 2 || estimated[0].Estimated != nil ||
+		estimated[1].Counts[weir.JobStateAvailable] != 1 {
+		t.Fatalf("estimated queues %+v", estimated)
+	}
 }
 
 // TestJobUpdate: JobUpdate replaces a job's metadata or tags; every bad input

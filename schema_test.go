@@ -42,12 +42,13 @@ func TestOperatorCallsOnPartlyMigratedSchema(t *testing.T) {
 					_, err := b.client.JobList(ctx, &weir.JobListParams{States: []weir.JobState{weir.JobStateAvailable}})
 					return err
 				},
-				"JobCancel":   func() error { _, err := b.client.JobCancel(ctx, id); return err },
-				"JobRetry":    func() error { _, err := b.client.JobRetry(ctx, id); return err },
-				"JobDelete":   func() error { _, err := b.client.JobDelete(ctx, id); return err },
-				"QueueList":   func() error { _, err := b.client.QueueList(ctx); return err },
-				"QueuePause":  func() error { return b.client.QueuePause(ctx, "default") },
-				"QueueResume": func() error { return b.client.QueueResume(ctx, "default") },
+				"JobCancel":          func() error { _, err := b.client.JobCancel(ctx, id); return err },
+				"JobRetry":           func() error { _, err := b.client.JobRetry(ctx, id); return err },
+				"JobDelete":          func() error { _, err := b.client.JobDelete(ctx, id); return err },
+				"QueueList":          func() error { _, err := b.client.QueueList(ctx); return err },
+				"QueueListEstimated": func() error { _, err := b.client.QueueListEstimated(ctx); return err },
+				"QueuePause":         func() error { return b.client.QueuePause(ctx, "default") },
+				"QueueResume":        func() error { return b.client.QueueResume(ctx, "default") },
 			}
 			for name, call := range calls {
 				err := call()

@@ -194,6 +194,15 @@ type Executor interface {
 	// QueueList counts jobs by queue and state, and lists paused queues even when
 	// they hold no jobs.
 	QueueList(ctx context.Context) ([]*QueueStats, error)
+	// QueueListEstimated lists what QueueList does for a page that polls it
+	// on a large table: the counts of the states that are not final
+	// (scheduled, available, running, retryable) exact, from their partial
+	// indexes, and those of the final states (completed, cancelled,
+	// discarded) estimated where an exact count would read the whole table,
+	// each such state marked in QueueStats.Estimated. A driver that counts
+	// every state cheaply may answer exactly, marking nothing. A queue whose
+	// only jobs are a few final ones may be missing from an estimate.
+	QueueListEstimated(ctx context.Context) ([]*QueueStats, error)
 	// QueuePause pauses a queue: no client claims from it until it is resumed;
 	// running jobs finish. Pausing a paused queue changes nothing.
 	QueuePause(ctx context.Context, name string) error
@@ -379,6 +388,10 @@ type QueueStats struct {
 	OldestAvailableAt time.Time
 	// Paused is set while the queue is paused.
 	Paused bool
+	// Estimated marks the states whose count is an estimate
+	// (Executor.QueueListEstimated); the other counts are exact. Nil when
+	// every count is exact.
+	Estimated map[weirtype.JobState]bool
 }
 
 // Error codes a driver reports through *OpError, so that callers can tell what went

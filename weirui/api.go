@@ -451,14 +451,20 @@ type queueJSON struct {
 	Name   string                      `json:"name"`
 	Paused bool                        `json:"paused"`
 	Counts map[weirtype.JobState]int64 `json:"counts"`
+	// Estimated lists the states whose count is an estimate; empty when
+	// every count is exact.
+	Estimated []weirtype.JobState `json:"estimated"`
 	// OldestAvailableAt is the scheduled time of the job waiting longest.
 	OldestAvailableAt *time.Time `json:"oldest_available_at"`
 }
 
 func queueOf(q *weir.QueueStats) queueJSON {
-	out := queueJSON{Name: q.Name, Paused: q.Paused, Counts: map[weirtype.JobState]int64{}}
+	out := queueJSON{Name: q.Name, Paused: q.Paused, Counts: map[weirtype.JobState]int64{}, Estimated: []weirtype.JobState{}}
 	for _, s := range weirtype.JobStates() {
 		out.Counts[s] = q.Counts[s]
+		if q.Estimated[s] {
+			out.Estimated = append(out.Estimated, s)
+		}
 	}
 	if !q.OldestAvailableAt.IsZero() {
 		t := q.OldestAvailableAt
@@ -467,8 +473,34 @@ func queueOf(q *weir.QueueStats) queueJSON {
 	return out
 }
 
+// parseQueues reads the queue list's parameters: exact=true counts every
+// state exactly (QueueList, which reads the whole table), for scripts.
+func parseQueues(q url.Values) (exact bool, err error) {
+	for k := range q {
+		if k != "exact" {
+			return false, badParamf(k, "unknown parameter %q (known: exact)", k)
+		}
+	}
+	if v := q.Get("exact"); v != "" {
+		exact, err = strconv.ParseBool(v)
+		if err != nil {
+			return false, badParamf("exact", "exact %q is not true or false", v)
+		}
+	}
+	return exact, nil
+}
+
 func (h *handler) apiQueues(w http.ResponseWriter, r *http.Request) {
-	queues, err := h.client.QueueList(r.Context())
+	exact, err := parseQueues(r.URL.Query())
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	list := h.client.QueueListEstimated
+	if exact {
+		list = h.client.QueueList
+	}
+	queues, err := list(r.Context())
 	if err != nil {
 		h.apiFail(w, r, err)
 		return

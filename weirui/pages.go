@@ -31,12 +31,21 @@ func staticHandler() http.Handler {
 }
 
 var funcs = template.FuncMap{
-	"since":  since,
-	"time":   fmtTime,
-	"ptime":  fmtPTime,
-	"pretty": pretty,
-	"states": weirtype.JobStates,
-	"count":  func(q *weir.QueueStats, s weirtype.JobState) int64 { return q.Counts[s] },
+	"since":     since,
+	"time":      fmtTime,
+	"ptime":     fmtPTime,
+	"pretty":    pretty,
+	"states":    weirtype.JobStates,
+	"count":     func(q *weir.QueueStats, s weirtype.JobState) int64 { return q.Counts[s] },
+	"estimated": func(q *weir.QueueStats, s weirtype.JobState) bool { return q.Estimated[s] },
+	"anyEstimated": func(queues []*weir.QueueStats) bool {
+		for _, q := range queues {
+			if len(q.Estimated) > 0 {
+				return true
+			}
+		}
+		return false
+	},
 }
 
 // pages holds one template set per page, each with the layout.
@@ -162,7 +171,7 @@ type overviewBody struct {
 }
 
 func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
-	queues, err := h.client.QueueList(r.Context())
+	queues, err := h.client.QueueListEstimated(r.Context())
 	if err != nil {
 		h.pageFail(w, r, err)
 		return
@@ -318,7 +327,7 @@ func (h *handler) pageJobAction(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) pageQueues(w http.ResponseWriter, r *http.Request) {
-	queues, err := h.client.QueueList(r.Context())
+	queues, err := h.client.QueueListEstimated(r.Context())
 	if err != nil {
 		h.pageFail(w, r, err)
 		return

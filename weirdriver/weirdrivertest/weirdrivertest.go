@@ -64,6 +64,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"Update", testUpdate},
 		{"QueueList", testQueueList},
 		{"QueueListOldestAvailable", testQueueListOldestAvailable},
+		{"QueueListEstimated", testQueueListEstimated},
 		{"MigrationsApplied", testMigrationsApplied},
 		{"MigrationTx", testMigrationTx},
 		{"QueuePauseResume", testQueuePauseResume},

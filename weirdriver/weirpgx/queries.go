@@ -1,6 +1,7 @@
 package weirpgx
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -204,6 +205,12 @@ type queries struct {
 	queuePause     string
 	queueResume    string
 
+	// QueueListEstimated's (dashboard.go).
+	jobSize            string
+	queueCountsExact   string
+	queueCountsSampled string
+	estimate           estimateSizes
+
 	runtimeQueries
 	migrationQueries
 	periodicQueries
@@ -232,6 +239,11 @@ func newQueries(schema string) *queries {
 		queueList:      fill(queueListSQL),
 		queuePause:     fill(queuePauseSQL),
 		queueResume:    fill(queueResumeSQL),
+
+		jobSize:            fill(jobSizeSQL),
+		queueCountsExact:   fill(fmt.Sprintf(queueCountsSQL, queueFinalExact)),
+		queueCountsSampled: fill(fmt.Sprintf(queueCountsSQL, queueFinalSampled)),
+		estimate:           defaultEstimateSizes,
 
 		runtimeQueries:   newRuntimeQueries(fill),
 		migrationQueries: newMigrationQueries(fill),

@@ -1,0 +1,93 @@
+package weirdrivertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+// testQueueListEstimated checks that QueueListEstimated lists what QueueList
+// does: the same queues, paused marks and oldest available jobs, the counts
+// of the states that are not final exact, and every count it does not mark
+// as an estimate exact too.
+func testQueueListEstimated(t *testing.T, d weirdriver.Driver) {
+	ex := d.Executor()
+	// Queue "a": available (one scheduled an hour ago), scheduled, running,
+	// retryable and completed jobs; "b": cancelled and discarded ones; "c":
+	// paused without jobs.
+	old := params("k", "a", `{}`)
+	old.ScheduledAt = time.Now().Add(-time.Hour)
+	insertOne(t, d, old)
+	insertOne(t, d, params("k", "a", `{}`))
+	later := params("k", "a", `{}`)
+	later.ScheduledAt = time.Now().Add(time.Hour)
+	insertOne(t, d, later)
+	for _, outcome := range []weirdriver.Outcome{"", weirdriver.OutcomeRetry, weirdriver.OutcomeCompleted} {
+		job := claimOne(t, d, "a-run", 3, time.Minute)
+		if outcome == "" {
+			continue
+		}
+		finalize(t, d, &weirdriver.JobFinalizeParams{ID: job.ID, LeaseToken: job.LeaseToken, Outcome: outcome,
+			ScheduledAt: time.Now().Add(time.Hour)})
+	}
+	for _, outcome := range []weirdriver.Outcome{weirdriver.OutcomeDiscard, weirdriver.OutcomeCancel} {
+		job := claimOne(t, d, "b", 3, time.Minute)
+		finalize(t, d, &weirdriver.JobFinalizeParams{ID: job.ID, LeaseToken: job.LeaseToken, Outcome: outcome})
+	}
+	if err := ex.QueuePause(ctx(t), "c"); err != nil {
+		t.Fatal(err)
+	}
+
+	exact, err := ex.QueueList(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ex.QueueListEstimated(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(exact) {
+		t.Fatalf("QueueListEstimated lists %d queues, QueueList %d", len(got), len(exact))
+	}
+	for i, q := range got {
+		want := exact[i]
+		if q.Name != want.Name || q.Paused != want.Paused || !q.OldestAvailableAt.Equal(want.OldestAvailableAt) {
+			t.Errorf("queue %d: %s paused %v oldest %v, want %s paused %v oldest %v", i,
+				q.Name, q.Paused, q.OldestAvailableAt, want.Name, want.Paused, want.OldestAvailableAt)
+		}
+		for _, s := range weirtype.JobStates() {
+			if q.Estimated[s] {
+				if !s.Final() {
+					t.Errorf("queue %s: the count of %s, not a final state, is marked as an estimate", q.Name, s)
+				}
+				continue
+			}
+			if q.Counts[s] != want.Counts[s] {
+				t.Errorf("queue %s: %d %s jobs, not marked as an estimate, want %d", q.Name, q.Counts[s], s, want.Counts[s])
+			}
+		}
+	}
+	// The fixture has the states it means to.
+	byName := map[string]*weirdriver.QueueStats{}
+	for _, q := range exact {
+		byName[q.Name] = q
+	}
+	for name, counts := range map[string]map[weirtype.JobState]int64{
+		"a":     {weirtype.JobStateAvailable: 2, weirtype.JobStateScheduled: 1},
+		"a-run": {weirtype.JobStateRunning: 1, weirtype.JobStateRetryable: 1, weirtype.JobStateCompleted: 1},
+		"b":     {weirtype.JobStateDiscarded: 1, weirtype.JobStateCancelled: 1},
+		"c":     {},
+	} {
+		q := byName[name]
+		if q == nil {
+			t.Fatalf("QueueList lists no queue %s", name)
+		}
+		for s, n := range counts {
+			if q.Counts[s] != n {
+				t.Errorf("QueueList: queue %s has %d %s jobs, want %d", name, q.Counts[s], s, n)
+			}
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package weirui_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weirq/weir"
+)
+
+type queuesJSON struct {
+	Queues []struct {
+		Name      string           `json:"name"`
+		Counts    map[string]int64 `json:"counts"`
+		Estimated []string         `json:"estimated"`
+	} `json:"queues"`
+}
+
+func (e *env) queues(t *testing.T, path string) queuesJSON {
+	t.Helper()
+	r := e.do(t, "GET", path, nil, bearer(viewerToken))
+	var out queuesJSON
+	if err := json.Unmarshal([]byte(r.body), &out); err != nil || r.status != 200 {
+		t.Fatalf("GET %s: %d %s %v", path, r.status, r.body, err)
+	}
+	return out
+}
+
+// TestQueueCountsExactOnSmallTable: on a small table the overview, the
+// queues page and the API count every state exactly and mark nothing as an
+// estimate.
+func TestQueueCountsExactOnSmallTable(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, nil)
+	e.insert(t, textArgs{Text: "a"}, &weir.InsertOpts{Queue: "mail"})
+	j := e.insert(t, textArgs{Text: "b"}, &weir.InsertOpts{Queue: "mail"})
+	if _, err := e.client.JobCancel(t.Context(), j.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/v1/queues", "/api/v1/queues?exact=true", "/api/v1/queues?exact=false"} {
+		q := e.queues(t, path)
+		if len(q.Queues) != 1 || q.Queues[0].Counts["available"] != 1 || q.Queues[0].Counts["cancelled"] != 1 ||
+			q.Queues[0].Estimated == nil || len(q.Queues[0].Estimated) != 0 {
+			t.Errorf("GET %s: %+v", path, q)
+		}
+	}
+	for _, path := range []string{"/", "/queues"} {
+		if r := e.do(t, "GET", path, nil, bearer(viewerToken)); r.status != 200 || strings.Contains(r.body, "marks an estimate") {
+			t.Errorf("GET %s: %d, or it marks an estimate on a small table", path, r.status)
+		}
+	}
+}
+
+// TestQueueCountsEstimated: on a job table larger than the sample (some
+// 30,000 jobs of half a kilobyte, 2,000 pages and more), the final states'
+// counts are estimates, marked with "~" on the pages and listed in the API's
+// "estimated"; ?exact=true counts them exactly. The other states are exact
+// either way.
+func TestQueueCountsEstimated(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, nil)
+	table := pgx.Identifier{e.driver.Schema(), "weir_job"}.Sanitize()
+	for _, sql := range []string{
+		`INSERT INTO ` + table + ` (state, queue, kind, args, max_attempts, attempt, scheduled_at, attempted_at, finalized_at)
+		SELECT CASE WHEN g % 10 = 0 THEN 'available' ELSE 'completed' END, 'q' || (g % 2), 'text',
+			jsonb_build_object('text', repeat('x', 500)), 1,
+			CASE WHEN g % 10 = 0 THEN 0 ELSE 1 END, now(),
+			CASE WHEN g % 10 = 0 THEN NULL ELSE now() END, CASE WHEN g % 10 = 0 THEN NULL ELSE now() END
+		FROM generate_series(1, 30000) AS g`,
+		`VACUUM ANALYZE ` + table,
+	} {
+		if _, err := e.driver.Pool().Exec(t.Context(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	est := e.queues(t, "/api/v1/queues")
+	exact := e.queues(t, "/api/v1/queues?exact=true")
+	if len(est.Queues) != 2 || len(exact.Queues) != 2 {
+		t.Fatalf("queues: %+v, exactly %+v", est, exact)
+	}
+	for i, q := range est.Queues {
+		if strings.Join(q.Estimated, ",") != "completed,cancelled,discarded" || len(exact.Queues[i].Estimated) != 0 {
+			t.Errorf("queue %s: estimated %v, exactly %v", q.Name, q.Estimated, exact.Queues[i].Estimated)
+		}
+		// q0 holds every available job (g % 10 == 0 is even).
+		want := map[string][2]int64{"q0": {3000, 12000}, "q1": {0, 15000}}[q.Name]
+		if q.Counts["available"] != want[0] || exact.Queues[i].Counts["available"] != want[0] || exact.Queues[i].Counts["completed"] != want[1] {
+			t.Errorf("queue %s: %v, exactly %v", q.Name, q.Counts, exact.Queues[i].Counts)
+		}
+		// An estimate, but of the right size.
+		if n := q.Counts["completed"]; n < want[1]/2 || n > want[1]*2 {
+			t.Errorf("queue %s: about %d completed jobs, exactly %d", q.Name, n, want[1])
+		}
+	}
+	for _, path := range []string{"/", "/queues"} {
+		r := e.do(t, "GET", path, nil, bearer(viewerToken))
+		if r.status != 200 || !strings.Contains(r.body, "marks an estimate") || !strings.Contains(r.body, `<abbr title="about: an estimate">~</abbr>`) {
+			t.Errorf("GET %s: %d, or no estimate marked: %s", path, r.status, r.body)
+		}
+	}
+}

@@ -119,3 +119,15 @@ func ClampTime(t time.Time) time.Time {
 	}
 	return t
 }
+
+// CheckThroughput checks a throughput count's params: a start, and buckets of
+// a second or more.
+func CheckThroughput(p *JobThroughputParams) error {
+	switch {
+	case p.Since.IsZero():
+		return errors.New("since is zero")
+	case p.Width < time.Second:
+		return fmt.Errorf("bucket width %v is less than 1s", p.Width)
+	}
+	return nil
+}

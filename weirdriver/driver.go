@@ -203,6 +203,10 @@ type Executor interface {
 	// every state cheaply may answer exactly, marking nothing. A queue whose
 	// only jobs are a few final ones may be missing from an estimate.
 	QueueListEstimated(ctx context.Context) ([]*QueueStats, error)
+	// JobThroughput counts the jobs finalized from params.Since on, by state,
+	// in buckets of params.Width starting at Since, through the index on
+	// finalized_at: the rows finalized in that time and no others.
+	JobThroughput(ctx context.Context, params *JobThroughputParams) (*JobThroughputResult, error)
 	// QueuePause pauses a queue: no client claims from it until it is resumed;
 	// running jobs finish. Pausing a paused queue changes nothing.
 	QueuePause(ctx context.Context, name string) error
@@ -392,6 +396,32 @@ type QueueStats struct {
 	// (Executor.QueueListEstimated); the other counts are exact. Nil when
 	// every count is exact.
 	Estimated map[weirtype.JobState]bool
+}
+
+// JobThroughputParams asks for the jobs finalized from Since on, by bucket of
+// Width (CheckThroughput).
+type JobThroughputParams struct {
+	Since time.Time
+	Width time.Duration
+}
+
+// JobThroughputResult is the buckets that hold a job finalized from Since on,
+// oldest first, and the database's clock when it counted them.
+type JobThroughputResult struct {
+	Now     time.Time
+	Buckets []*ThroughputBucket
+}
+
+// ThroughputBucket counts the jobs finalized in [Start, Start+Width).
+type ThroughputBucket struct {
+	Start     time.Time
+	Completed int64
+	Cancelled int64
+	Discarded int64
+	// PickupMean is the mean time from scheduled_at to attempted_at of the
+	// completed jobs, their last attempt's wait for a worker; zero when none
+	// completed.
+	PickupMean time.Duration
 }
 
 // Error codes a driver reports through *OpError, so that callers can tell what went

@@ -198,9 +198,5 @@ func (h *handler) apiThroughput(w http.ResponseWriter, r *http.Request) {
 		h.apiFail(w, r, err)
 		return
 	}
-	out := map[string]any{"bucket_seconds": int(bucketWidth.Seconds()), "buckets": []*bucket{}}
-	if tp != nil {
-		out["buckets"] = tp.Buckets
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, map[string]any{"bucket_seconds": int(bucketWidth.Seconds()), "buckets": tp.Buckets})
 }

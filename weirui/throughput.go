@@ -2,11 +2,9 @@ package weirui
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/weirq/weir/weirdriver"
 )
 
 // Throughput buckets: the last hour in twelve buckets of five minutes.
@@ -15,8 +13,14 @@ const (
 	bucketCount = 12
 )
 
+// settleTime is how long after a bucket ends, by the database's clock, it
+// is taken as finished and kept: a job's finalized_at is its transaction's
+// start, and a transaction that began in the bucket may commit a little
+// after it ends.
+const settleTime = time.Minute
+
 // throughput is the jobs finalized over the last hour, by bucket, newest
-// first. It is nil where the driver gives no SQL pool (SQLite).
+// first.
 type throughput struct {
 	Buckets []*bucket
 }
@@ -41,67 +45,83 @@ func (d jsonDuration) MarshalText() ([]byte, error) {
 
 func (d *jsonDuration) String() string { return d.Round(time.Millisecond).String() }
 
-// pgPool is what weirpgx.Driver offers beyond weirdriver.Driver.
-type pgPool interface {
-	Pool() *pgxpool.Pool
-	Schema() string
+// finishedBuckets keeps the counts of the buckets that have ended, by start,
+// so that a poll counts only the buckets still filling: the newest one (and
+// the one before it, for a minute after it ends). Each request that finds a
+// bucket missing counts from the oldest missing one on; one counts at a time,
+// and the others wait for it and then find its buckets kept.
+type finishedBuckets struct {
+	turn chan struct{} // holds a token while a request counts
+	kept map[int64]*weirdriver.ThroughputBucket
 }
 
-// throughputSQL reads one hour of weir_job_finalized_idx (finalized_at,
-// partial on finalized_at IS NOT NULL): the rows finalized in that hour and
-// no others. Buckets are counted from the query's start so that they line
-// up on five-minute marks.
-const throughputSQL = `
-SELECT to_timestamp(floor(extract(epoch FROM finalized_at) / $1) * $1) AS start,
-       count(*) FILTER (WHERE state = 'completed'),
-       count(*) FILTER (WHERE state = 'cancelled'),
-       count(*) FILTER (WHERE state = 'discarded'),
-       extract(epoch FROM avg(attempted_at - scheduled_at) FILTER (WHERE state = 'completed'))
-FROM %s
-WHERE finalized_at IS NOT NULL AND finalized_at >= to_timestamp(floor(extract(epoch FROM now()) / $1) * $1 - $1 * ($2 - 1))
-GROUP BY 1
-ORDER BY 1 DESC`
+func newFinishedBuckets() *finishedBuckets {
+	f := &finishedBuckets{turn: make(chan struct{}, 1), kept: map[int64]*weirdriver.ThroughputBucket{}}
+	f.turn <- struct{}{}
+	return f
+}
 
 func (h *handler) throughput(ctx context.Context) (*throughput, error) {
-	pp, ok := h.client.Driver().(pgPool)
-	if !ok {
-		return nil, nil
+	return h.throughputAt(ctx, time.Now())
+}
+
+// throughputAt is the hour before now in buckets, newest first.
+func (h *handler) throughputAt(ctx context.Context, now time.Time) (*throughput, error) {
+	newest := now.Truncate(bucketWidth)
+	oldest := newest.Add(-(bucketCount - 1) * bucketWidth)
+	f := h.buckets
+	select {
+	case <-f.turn:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	table := pgx.Identifier{pp.Schema(), "weir_job"}.Sanitize()
-	width := bucketWidth.Seconds()
-	rows, err := pp.Pool().Query(ctx, fmt.Sprintf(throughputSQL, table), width, bucketCount)
+	defer func() { f.turn <- struct{}{} }()
+
+	for start := range f.kept {
+		if start < oldest.Unix() {
+			delete(f.kept, start)
+		}
+	}
+	since := oldest
+	for since.Before(newest) && f.kept[since.Unix()] != nil {
+		since = since.Add(bucketWidth)
+	}
+	res, err := h.client.Driver().Executor().JobThroughput(ctx, &weirdriver.JobThroughputParams{Since: since, Width: bucketWidth})
 	if err != nil {
 		return nil, err
 	}
-	byStart := map[int64]*bucket{}
-	for rows.Next() {
-		b := &bucket{}
-		var pickup *float64
-		if err := rows.Scan(&b.Start, &b.Completed, &b.Cancelled, &b.Discarded, &pickup); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if pickup != nil {
-			b.Pickup = &jsonDuration{time.Duration(*pickup * float64(time.Second))}
-		}
-		byStart[b.Start.Unix()] = b
+	counted := map[int64]*weirdriver.ThroughputBucket{}
+	for _, b := range res.Buckets {
+		counted[b.Start.Unix()] = b
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	// Keep what has ended by the database's clock, empty buckets too.
+	for start := since; start.Before(newest); start = start.Add(bucketWidth) {
+		if !start.Add(bucketWidth + settleTime).After(res.Now) {
+			b := counted[start.Unix()]
+			if b == nil {
+				b = &weirdriver.ThroughputBucket{Start: start.UTC()}
+			}
+			f.kept[start.Unix()] = b
+		}
 	}
-	// Every bucket of the hour, empty ones too, newest first.
-	newest := time.Now().Truncate(bucketWidth)
+
 	out := &throughput{}
 	for i := range bucketCount {
 		start := newest.Add(-time.Duration(i) * bucketWidth)
-		b := byStart[start.Unix()]
-		if b == nil {
-			b = &bucket{}
+		b := &bucket{Start: start.UTC()}
+		c := counted[start.Unix()]
+		if start.Before(since) {
+			c = f.kept[start.Unix()]
 		}
-		b.Start = start.UTC()
+		if c != nil {
+			b.Completed, b.Cancelled, b.Discarded = c.Completed, c.Cancelled, c.Discarded
+			if c.Completed > 0 {
+				b.Pickup = &jsonDuration{c.PickupMean}
+			}
+		}
 		minutes := bucketWidth.Minutes()
 		if i == 0 {
-			minutes = max(time.Since(start).Minutes(), 1.0/60)
+			minutes = max(now.Sub(start).Minutes(), 1.0/60)
 		}
 		b.PerMinute = float64(b.Completed) / minutes
 		out.Buckets = append(out.Buckets, b)

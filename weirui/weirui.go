@@ -93,7 +93,7 @@ func NewHandler(client *weir.Client, opts *Options) (http.Handler, error) {
 	}
 	h := &handler{
 		client: client, opts: o, auth: newAuthenticator(o.Auth, o.AllowAnonymous),
-		origin: http.NewCrossOriginProtection(),
+		origin: http.NewCrossOriginProtection(), buckets: newFinishedBuckets(),
 	}
 	h.origin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "cross_origin", "", "cross-origin request refused")
@@ -109,6 +109,8 @@ type handler struct {
 	auth   *authenticator
 	origin *http.CrossOriginProtection
 	mux    *http.ServeMux
+	// buckets keeps the throughput's finished buckets (throughput.go).
+	buckets *finishedBuckets
 }
 
 // ctxKey keys the request's identity and base path in its context.

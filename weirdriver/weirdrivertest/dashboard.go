@@ -91,3 +91,68 @@ func testQueueListEstimated(t *testing.T, d weirdriver.Driver) {
 		}
 	}
 }
+
+// testJobThroughput checks that JobThroughput counts the jobs finalized from
+// Since on, by state and bucket, with the completed jobs' mean pickup, and
+// refuses bad params.
+func testJobThroughput(t *testing.T, d weirdriver.Driver) {
+	ex := d.Executor()
+	before := time.Now().Add(-time.Minute)
+	for _, outcome := range []weirdriver.Outcome{
+		weirdriver.OutcomeCompleted, weirdriver.OutcomeCompleted, weirdriver.OutcomeDiscard, weirdriver.OutcomeCancel,
+	} {
+		job := claimOne(t, d, "q", 1, time.Minute)
+		finalize(t, d, &weirdriver.JobFinalizeParams{ID: job.ID, LeaseToken: job.LeaseToken, Outcome: outcome})
+	}
+	// Neither final nor counted.
+	insertOne(t, d, params("k", "q", `{}`))
+	claimOne(t, d, "other", 1, time.Minute)
+
+	// One bucket of a day holds them all.
+	res, err := ex.JobThroughput(ctx(t), &weirdriver.JobThroughputParams{Since: before.Add(-time.Hour), Width: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Buckets) != 1 {
+		t.Fatalf("%d buckets, want 1: %+v", len(res.Buckets), res.Buckets)
+	}
+	b := res.Buckets[0]
+	if !b.Start.Equal(before.Add(-time.Hour).UTC()) || b.Completed != 2 || b.Cancelled != 1 || b.Discarded != 1 ||
+		b.PickupMean < 0 || b.PickupMean > time.Minute {
+		t.Errorf("bucket %+v, want from %v: 2 completed, 1 cancelled, 1 discarded, a pickup under a minute", b, before.Add(-time.Hour))
+	}
+	if res.Now.Before(before) || res.Now.After(time.Now().Add(time.Minute)) {
+		t.Errorf("the database's clock reads %v, want about now", res.Now)
+	}
+
+	// Buckets of a second from a minute ago: the jobs fall in one or a few,
+	// oldest first, each starting a whole number of seconds after Since.
+	res, err = ex.JobThroughput(ctx(t), &weirdriver.JobThroughputParams{Since: before, Width: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for i, b := range res.Buckets {
+		if off := b.Start.Sub(before); off < 0 || off%time.Second != 0 || i > 0 && !b.Start.After(res.Buckets[i-1].Start) {
+			t.Errorf("bucket %d starts at %v, %v after since", i, b.Start, off)
+		}
+		total += b.Completed + b.Cancelled + b.Discarded
+	}
+	if total != 4 {
+		t.Errorf("%d jobs in buckets of a second, want 4: %+v", total, res.Buckets)
+	}
+
+	// From now on: nothing yet.
+	res, err = ex.JobThroughput(ctx(t), &weirdriver.JobThroughputParams{Since: time.Now().Add(time.Hour), Width: time.Minute})
+	if err != nil || len(res.Buckets) != 0 || res.Now.IsZero() {
+		t.Errorf("throughput from an hour ahead: %+v, %v; want no bucket and the clock", res, err)
+	}
+
+	for _, p := range []*weirdriver.JobThroughputParams{
+		{Width: time.Minute}, {Since: before, Width: 0}, {Since: before, Width: time.Millisecond},
+	} {
+		if _, err := ex.JobThroughput(ctx(t), p); err == nil {
+			t.Errorf("throughput with %+v: no error", p)
+		}
+	}
+}

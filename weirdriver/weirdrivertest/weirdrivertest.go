@@ -65,6 +65,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"QueueList", testQueueList},
 		{"QueueListOldestAvailable", testQueueListOldestAvailable},
 		{"QueueListEstimated", testQueueListEstimated},
+		{"JobThroughput", testJobThroughput},
 		{"MigrationsApplied", testMigrationsApplied},
 		{"MigrationTx", testMigrationTx},
 		{"QueuePauseResume", testQueuePauseResume},

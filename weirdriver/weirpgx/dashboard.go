@@ -152,3 +152,64 @@ func (e *executor) QueueListEstimated(ctx context.Context) (_ []*weirdriver.Queu
 	}
 	return out, nil
 }
+
+// jobThroughputSQL counts the jobs finalized from $1 on by bucket of $2
+// seconds starting at $1, reading the range of weir_job_finalized_idx
+// (finalized_at, partial on finalized_at IS NOT NULL) and those rows, no
+// others. Returns the database's now() with each bucket's number, its
+// completed, cancelled and discarded jobs and the mean pickup of its
+// completed ones in seconds; one row of NULLs but now() when no job was
+// finalized.
+const jobThroughputSQL = `
+WITH b AS (
+	SELECT floor(extract(epoch FROM finalized_at - $1::timestamptz) / $2::float8)::bigint AS n,
+		count(*) FILTER (WHERE state = 'completed') AS completed,
+		count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+		count(*) FILTER (WHERE state = 'discarded') AS discarded,
+		extract(epoch FROM avg(attempted_at - scheduled_at) FILTER (WHERE state = 'completed'))::float8 AS pickup
+	FROM {job}
+	WHERE finalized_at IS NOT NULL AND finalized_at >= $1::timestamptz
+	GROUP BY 1
+)
+SELECT now(), b.n, b.completed, b.cancelled, b.discarded, b.pickup
+FROM (SELECT) AS one LEFT JOIN b ON true
+ORDER BY b.n`
+
+func (e *executor) JobThroughput(ctx context.Context, p *weirdriver.JobThroughputParams) (_ *weirdriver.JobThroughputResult, err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckThroughput(p); err != nil {
+		return nil, fmt.Errorf("count throughput: %w", err)
+	}
+	r, err := e.db.Query(ctx, e.q.jobThroughput, p.Since, p.Width.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("count throughput: %w", err)
+	}
+	defer r.Close()
+	res := &weirdriver.JobThroughputResult{}
+	for r.Next() {
+		var (
+			n                               *int64
+			completed, cancelled, discarded *int64
+			pickup                          *float64
+		)
+		if err := r.Scan(&res.Now, &n, &completed, &cancelled, &discarded, &pickup); err != nil {
+			return nil, fmt.Errorf("count throughput: %w", err)
+		}
+		if n == nil {
+			continue
+		}
+		b := &weirdriver.ThroughputBucket{
+			Start:     p.Since.Add(time.Duration(*n) * p.Width).UTC(),
+			Completed: *completed, Cancelled: *cancelled, Discarded: *discarded,
+		}
+		if pickup != nil {
+			b.PickupMean = time.Duration(*pickup * float64(time.Second))
+		}
+		res.Buckets = append(res.Buckets, b)
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("count throughput: %w", err)
+	}
+	res.Now = res.Now.UTC()
+	return res, nil
+}

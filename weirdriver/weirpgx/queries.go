@@ -210,6 +210,7 @@ type queries struct {
 	queueCountsExact   string
 	queueCountsSampled string
 	estimate           estimateSizes
+	jobThroughput      string
 
 	runtimeQueries
 	migrationQueries
@@ -244,6 +245,7 @@ func newQueries(schema string) *queries {
 		queueCountsExact:   fill(fmt.Sprintf(queueCountsSQL, queueFinalExact)),
 		queueCountsSampled: fill(fmt.Sprintf(queueCountsSQL, queueFinalSampled)),
 		estimate:           defaultEstimateSizes,
+		jobThroughput:      fill(jobThroughputSQL),
 
 		runtimeQueries:   newRuntimeQueries(fill),
 		migrationQueries: newMigrationQueries(fill),

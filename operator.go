@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
@@ -14,6 +17,8 @@ import (
 const (
 	DefaultListLimit = 100
 	MaxListLimit     = 10_000
+	// MaxSearchLength bounds JobListParams.Search, in characters.
+	MaxSearchLength = 100
 )
 
 // JobListParams filters and pages JobList. The zero value lists the first 100 jobs
@@ -28,6 +33,14 @@ type JobListParams struct {
 	// exclusive; zero means no bound.
 	CreatedAfter  time.Time
 	CreatedBefore time.Time
+	// Search keeps the jobs whose kind or args hold it: a literal substring
+	// (no wildcards), matched without regard to case, of at most
+	// MaxSearchLength characters and no control characters. The args are
+	// matched as the database keeps their JSON text (PostgreSQL: jsonb's, with
+	// a space after each colon and comma; SQLite: as inserted), keys included.
+	// No index serves it: the database reads each job the other filters
+	// leave, until the page is full.
+	Search string
 	// Cursor continues a listing: pass the Next of the previous page.
 	Cursor int64
 	// Descending lists newest first.
@@ -63,7 +76,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 	}
 	p := &weirdriver.JobListParams{
 		States: params.States, Queues: params.Queues, Kinds: params.Kinds, Tags: params.Tags,
-		CreatedAfter: params.CreatedAfter, CreatedBefore: params.CreatedBefore,
+		CreatedAfter: params.CreatedAfter, CreatedBefore: params.CreatedBefore, Search: params.Search,
 		AfterID: params.Cursor, Descending: params.Descending, Limit: params.Limit,
 	}
 	switch {
@@ -91,6 +104,9 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		}
 	}
 	if err := checkTags("JobListParams.Tags", p.Tags); err != nil {
+		return nil, err
+	}
+	if err := checkSearch(p.Search); err != nil {
 		return nil, err
 	}
 	for _, bound := range []struct {
@@ -127,6 +143,21 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		res.Next = jobs[want-1].ID
 	}
 	return res, nil
+}
+
+// checkSearch checks JobListParams.Search.
+func checkSearch(search string) error {
+	const field = "JobListParams.Search"
+	if !utf8.ValidString(search) {
+		return invalidf(field, "search text is not valid UTF-8")
+	}
+	if n := utf8.RuneCountInString(search); n > MaxSearchLength {
+		return invalidf(field, "search text of %d characters is longer than %d", n, MaxSearchLength)
+	}
+	if i := strings.IndexFunc(search, unicode.IsControl); i >= 0 {
+		return invalidf(field, "search text holds a control character (%U at byte %d); JSON text holds none", []rune(search[i:])[0], i)
+	}
+	return nil
 }
 
 // JobCancel cancels a job. A job that is not running is cancelled at once; a running

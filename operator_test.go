@@ -67,6 +67,29 @@ func TestJobListPages(t *testing.T) {
 	}
 }
 
+// TestJobListSearch: Search keeps the jobs whose kind or args hold the text,
+// whatever its case; the longest search allowed is accepted.
+func TestJobListSearch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	want, err := b.client.Insert(ctx, probeArgs{Name: "Needle in a haystack"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.Insert(ctx, probeArgs{Name: "hay"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	page, err := b.client.JobList(ctx, &weir.JobListParams{Search: "NEEDLE"})
+	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != want.Job.ID {
+		t.Fatalf("search NEEDLE: %+v, %v; want job %d", page, err, want.Job.ID)
+	}
+	page, err = b.client.JobList(ctx, &weir.JobListParams{Search: strings.Repeat("é", weir.MaxSearchLength)})
+	if err != nil || len(page.Jobs) != 0 {
+		t.Fatalf("the longest search: %+v, %v", page, err)
+	}
+}
+
 func TestJobListBadInput(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -85,6 +108,10 @@ func TestJobListBadInput(t *testing.T) {
 		{&weir.JobListParams{Tags: make([]string, weir.MaxTags+1)}, "JobListParams.Tags"},
 		{&weir.JobListParams{CreatedAfter: now, CreatedBefore: now.Add(-time.Hour)}, "JobListParams.CreatedAfter"},
 		{&weir.JobListParams{CreatedBefore: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)}, "JobListParams.CreatedBefore"},
+		{&weir.JobListParams{Search: strings.Repeat("é", weir.MaxSearchLength+1)}, "JobListParams.Search"},
+		{&weir.JobListParams{Search: "a\x00b"}, "JobListParams.Search"},
+		{&weir.JobListParams{Search: "line\nbreak"}, "JobListParams.Search"},
+		{&weir.JobListParams{Search: "\xff"}, "JobListParams.Search"},
 	} {
 		_, err := b.client.JobList(testCtx(t), tc.p)
 		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != tc.field || !errors.Is(err, weir.ErrInvalid) {

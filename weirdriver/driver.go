@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/weirq/weir/weirtype"
@@ -376,6 +377,11 @@ type JobListParams struct {
 	Tags          []string  // jobs that carry every one of them
 	CreatedAfter  time.Time // inclusive; zero means no bound
 	CreatedBefore time.Time // exclusive; zero means no bound
+	// Search, when set, keeps the jobs whose kind or args (the JSON text the
+	// database keeps) hold it as a literal substring, without regard to case:
+	// its LIKE wildcards and escape character are escaped. The caller bounds
+	// its length.
+	Search string
 	// AfterID and Descending page by id: ascending lists ids > AfterID, descending
 	// lists ids < AfterID (when AfterID > 0).
 	AfterID    int64
@@ -434,6 +440,14 @@ var (
 	// ErrUniqueConflict is returned when a change would give two jobs the same unique key.
 	ErrUniqueConflict = errors.New("another job has the same unique key")
 )
+
+// LikePattern is a LIKE pattern, with ESCAPE '\', that matches any text
+// holding s: its wildcards (% and _) and the escape character are escaped.
+func LikePattern(s string) string {
+	return "%" + likeEscaper.Replace(s) + "%"
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // StateBit is the bit for state s in a unique-states bit mask.
 func StateBit(s weirtype.JobState) uint16 {

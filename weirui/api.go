@@ -144,6 +144,8 @@ func paramOfField(field string) string {
 		return "created_after"
 	case "JobListParams.CreatedBefore":
 		return "created_before"
+	case "JobListParams.Search":
+		return "q"
 	}
 	return field
 }
@@ -160,6 +162,7 @@ type listQuery struct {
 	// Echoed into the filter form.
 	State, Queue, Kind, Tag, ID, Order string
 	CreatedAfter, CreatedBefore        string
+	Search                             string
 	Limit                              int
 }
 
@@ -179,21 +182,21 @@ func listValues(q url.Values, name string) []string {
 var knownListParams = map[string]bool{
 	"state": true, "queue": true, "kind": true, "tag": true, "id": true,
 	"after": true, "limit": true, "order": true, "refresh": true,
-	"created_after": true, "created_before": true,
+	"created_after": true, "created_before": true, "q": true,
 }
 
 // parseList reads a job list's query parameters.
 func parseList(q url.Values) (*listQuery, error) {
 	for k := range q {
 		if !knownListParams[k] {
-			return nil, badParamf(k, "unknown parameter %q (known: state, queue, kind, tag, id, created_after, created_before, after, limit, order)", k)
+			return nil, badParamf(k, "unknown parameter %q (known: state, queue, kind, tag, q, id, created_after, created_before, after, limit, order)", k)
 		}
 	}
 	lq := &listQuery{
 		State: strings.Join(listValues(q, "state"), ","), Queue: strings.Join(listValues(q, "queue"), ","),
 		Kind: strings.Join(listValues(q, "kind"), ","), Tag: strings.Join(listValues(q, "tag"), ","),
 		ID: q.Get("id"), Order: q.Get("order"), Limit: defaultLimit,
-		CreatedAfter: q.Get("created_after"), CreatedBefore: q.Get("created_before"),
+		CreatedAfter: q.Get("created_after"), CreatedBefore: q.Get("created_before"), Search: q.Get("q"),
 	}
 	for _, b := range []struct {
 		name string
@@ -216,6 +219,7 @@ func parseList(q url.Values) (*listQuery, error) {
 		p.States = append(p.States, st)
 	}
 	p.Queues, p.Kinds, p.Tags = listValues(q, "queue"), listValues(q, "kind"), listValues(q, "tag")
+	p.Search = lq.Search
 	if v := q.Get("id"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || id <= 0 {
@@ -305,6 +309,12 @@ func matches(j *weir.JobRow, p *weir.JobListParams) bool {
 		if !in(t, j.Tags) || len(j.Tags) == 0 {
 			return false
 		}
+	}
+	if p.Search != "" {
+		// As the database matches: the kind, or the args' JSON text as it
+		// keeps it (which is what JobGet returned), in any case.
+		s := strings.ToLower(p.Search)
+		return strings.Contains(strings.ToLower(j.Kind), s) || strings.Contains(strings.ToLower(string(j.Args)), s)
 	}
 	return true
 }

@@ -46,11 +46,11 @@ func bulkQuery(form url.Values) (*listQuery, error) {
 	}
 	filtered := lq.id != 0 || !lq.params.CreatedAfter.IsZero() || !lq.params.CreatedBefore.IsZero()
 	p := &lq.params
-	if len(p.States)+len(p.Queues)+len(p.Kinds)+len(p.Tags) > 0 {
+	if len(p.States)+len(p.Queues)+len(p.Kinds)+len(p.Tags) > 0 || p.Search != "" {
 		filtered = true
 	}
 	if !filtered {
-		return nil, badParamf("state", "a bulk action needs a filter (state, queue, kind, tag, id, created_after or created_before)")
+		return nil, badParamf("state", "a bulk action needs a filter (state, queue, kind, tag, q, id, created_after or created_before)")
 	}
 	if q.Get("limit") == "" {
 		lq.Limit, p.Limit = bulkMax, bulkMax

@@ -2,6 +2,8 @@ package weirui_test
 
 import (
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -99,5 +101,52 @@ func TestQueueCountsEstimated(t *testing.T) {
 		if r.status != 200 || !strings.Contains(r.body, "marks an estimate") || !strings.Contains(r.body, `<abbr title="about: an estimate">~</abbr>`) {
 			t.Errorf("GET %s: %d, or no estimate marked: %s", path, r.status, r.body)
 		}
+	}
+}
+
+// TestSearch: q keeps the jobs whose kind or args hold the text, in any
+// case, its LIKE wildcards literal; the form echoes it escaped; with an id
+// it still applies; a bulk action takes it as a filter.
+func TestSearch(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, nil)
+	want := e.insert(t, textArgs{Text: "Invoice 50% <b>paid</b>"}, &weir.InsertOpts{Queue: "mail"})
+	other := e.insert(t, textArgs{Text: "invoice 500 due"}, &weir.InsertOpts{Queue: "mail"})
+	ids := func(path string) []int64 {
+		t.Helper()
+		r := e.do(t, "GET", path, nil, bearer(viewerToken))
+		var out struct{ Jobs []struct{ ID int64 } }
+		if err := json.Unmarshal([]byte(r.body), &out); err != nil || r.status != 200 {
+			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+		}
+		var got []int64
+		for _, j := range out.Jobs {
+			got = append(got, j.ID)
+		}
+		return got
+	}
+	for path, wantIDs := range map[string][]int64{
+		"/api/v1/jobs?q=INVOICE":                                    {other.ID, want.ID},
+		"/api/v1/jobs?q=50%25":                                      {want.ID},
+		"/api/v1/jobs?q=50%25&queue=other":                          nil,
+		"/api/v1/jobs?q=TEXT":                                       {other.ID, want.ID}, // the args' keys too
+		"/api/v1/jobs?q=paid&id=" + strconv.FormatInt(want.ID, 10):  {want.ID},
+		"/api/v1/jobs?q=paid&id=" + strconv.FormatInt(other.ID, 10): nil,
+	} {
+		if got := ids(path); !slices.Equal(got, wantIDs) {
+			t.Errorf("GET %s: %v, want %v", path, got, wantIDs)
+		}
+	}
+	r := e.do(t, "GET", "/jobs?q=%3Cscript%3E", nil, bearer(operatorToken))
+	if r.status != 200 || strings.Contains(r.body, "<script>") || !strings.Contains(r.body, `value="&lt;script&gt;"`) {
+		t.Errorf("the form does not echo the search escaped: %d %s", r.status, r.body)
+	}
+	// A search alone is a filter for a bulk action, and only its match is acted on.
+	r = e.do(t, "POST", "/api/v1/jobs/bulk/cancel?q=paid", nil, bearer(operatorToken))
+	if r.status != 200 || !strings.Contains(r.body, `"acted": 1`) {
+		t.Fatalf("bulk cancel by search: %d %s", r.status, r.body)
+	}
+	if j, err := e.client.JobGet(t.Context(), other.ID); err != nil || j.State != weir.JobStateAvailable {
+		t.Errorf("the job the search does not match: %v, %v", j, err)
 	}
 }

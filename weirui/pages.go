@@ -245,14 +245,14 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	base := info(r).base
 	q := url.Values{}
-	for k, v := range map[string]string{"state": lq.State, "queue": lq.Queue, "kind": lq.Kind, "tag": lq.Tag, "id": lq.ID,
+	for k, v := range map[string]string{"state": lq.State, "queue": lq.Queue, "kind": lq.Kind, "tag": lq.Tag, "q": lq.Search, "id": lq.ID,
 		"created_after": lq.CreatedAfter, "created_before": lq.CreatedBefore} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
 	body.Filtered = len(q) > 0
-	for _, k := range []string{"state", "queue", "kind", "tag", "id", "created_after", "created_before"} {
+	for _, k := range []string{"state", "queue", "kind", "tag", "q", "id", "created_after", "created_before"} {
 		if v := q.Get(k); v != "" {
 			body.FilterFields = append(body.FilterFields, field{k, v})
 		}

@@ -80,7 +80,7 @@ func TestScale(t *testing.T) {
 	mid := strconv.Itoa(n / 2)
 	paths := []string{
 		"/", "/queues", "/periodic", "/jobs", "/jobs?state=available", "/jobs?state=discarded&queue=q3", "/jobs?state=discarded&queue=q0",
-		"/jobs?kind=text&tag=t2", "/jobs?queue=q7&order=asc", "/jobs?after=" + mid, "/jobs/" + mid,
+		"/jobs?kind=text&tag=t2", "/jobs?q=99", "/jobs?q=no-such-text", "/jobs?queue=q7&order=asc", "/jobs?after=" + mid, "/jobs/" + mid,
 		"/api/v1/jobs?limit=1000", "/api/v1/jobs?state=completed&queue=q1&limit=1000", "/api/v1/queues",
 		"/api/v1/throughput", "/api/v1/leader", "/jobs/bulk?action=retry&state=discarded&queue=q3",
 	}

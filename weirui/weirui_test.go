@@ -619,6 +619,9 @@ func TestAPIBadInputs(t *testing.T) {
 		{"/api/v1/jobs?created_before=2026-13-01T00:00:00Z", "created_before", "RFC 3339"},
 		{"/api/v1/jobs?created_after=2026-12-04T10:00:00Z&created_before=2026-12-04T09:00:00Z", "created_after", "not before"},
 		{"/api/v1/queues?exact=maybe", "exact", `"maybe"`},
+		{"/api/v1/jobs?q=" + strings.Repeat("x", 101), "q", "longer than 100"},
+		{"/api/v1/jobs?q=a%00b", "q", "control character"},
+		{"/api/v1/jobs?q=%ff", "q", "UTF-8"},
 		{"/api/v1/queues?colour=red", "colour", "unknown parameter"},
 	} {
 		r := e.do(t, "GET", tc.path, nil, v)

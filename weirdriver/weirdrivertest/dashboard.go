@@ -1,6 +1,7 @@
 package weirdrivertest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -153,6 +154,54 @@ func testJobThroughput(t *testing.T, d weirdriver.Driver) {
 	} {
 		if _, err := ex.JobThroughput(ctx(t), p); err == nil {
 			t.Errorf("throughput with %+v: no error", p)
+		}
+	}
+}
+
+// testListSearch checks JobListParams.Search: a literal substring of the kind
+// or the args' JSON text, without regard to case, whose LIKE wildcards and
+// escape character match only themselves, within the other filters.
+func testListSearch(t *testing.T, d weirdriver.Driver) {
+	byName := map[string]int64{}
+	for name, p := range map[string]*weirdriver.JobInsertParams{
+		"mail":      params("Mail.Send", "q", `{"to":"Ada@Example.com"}`),
+		"percent":   params("k", "q", `{"note":"50% off"}`),
+		"hundreds":  params("k", "q", `{"note":"500 off"}`),
+		"under":     params("k", "q", `{"path":"a_b"}`),
+		"letter":    params("k", "q", `{"path":"axb"}`),
+		"backslash": params("k", "q", `{"path":"c:\\temp"}`),
+		"other":     params("k", "other", `{"to":"ada@example.com"}`),
+	} {
+		byName[name] = insertOne(t, d, p).ID
+	}
+	for _, tc := range []struct {
+		search string
+		queues []string
+		want   []string
+	}{
+		{"mail.send", nil, []string{"mail"}},
+		{"ADA@EXAMPLE", nil, []string{"mail", "other"}},
+		{"ADA@EXAMPLE", []string{"q"}, []string{"mail"}},
+		{"50%", nil, []string{"percent"}},
+		{"%", nil, []string{"percent"}},
+		{"a_b", nil, []string{"under"}},
+		{"_", nil, []string{"under"}},
+		{`\`, nil, []string{"backslash"}},
+		{"off", nil, []string{"percent", "hundreds"}},
+		{"nowhere", nil, nil},
+	} {
+		jobs, err := d.Executor().JobList(ctx(t), &weirdriver.JobListParams{Search: tc.search, Queues: tc.queues, Limit: 100})
+		if err != nil {
+			t.Fatalf("search %q: %v", tc.search, err)
+		}
+		var want []int64
+		for _, name := range tc.want {
+			want = append(want, byName[name])
+		}
+		slices.Sort(want)
+		got := ids(jobs)
+		if !slices.Equal(got, want) {
+			t.Errorf("search %q in %v: jobs %v, want %v (%v)", tc.search, tc.queues, got, want, tc.want)
 		}
 	}
 }

@@ -58,6 +58,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"InsertTxAllOrNothing", testInsertTxAllOrNothing},
 		{"GetNotFound", testGetNotFound},
 		{"ListFiltersAndPages", testListFiltersAndPages},
+		{"ListSearch", testListSearch},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
 		{"Delete", testDelete},

@@ -325,6 +325,9 @@ func listQuery(q *queries, p *weirdriver.JobListParams) (string, []any) {
 	if !p.CreatedBefore.IsZero() {
 		add("created_at < $?", p.CreatedBefore)
 	}
+	if p.Search != "" {
+		add(`(kind ILIKE $? ESCAPE '\' OR args::text ILIKE $? ESCAPE '\')`, weirdriver.LikePattern(p.Search))
+	}
 	order := "ASC"
 	if p.Descending {
 		order = "DESC"

@@ -389,6 +389,12 @@ func listQuery(p *weirdriver.JobListParams) (string, []any) {
 	if !p.CreatedBefore.IsZero() {
 		cmp("created_at <", p.CreatedBefore.UnixMicro())
 	}
+	if p.Search != "" {
+		// LIKE folds the case of ASCII letters only.
+		args = append(args, weirdriver.LikePattern(p.Search))
+		n := strconv.Itoa(len(args))
+		where = append(where, `(kind LIKE ?`+n+` ESCAPE '\' OR args LIKE ?`+n+` ESCAPE '\')`)
+	}
 	order := "ASC"
 	if p.Descending {
 		order = "DESC"

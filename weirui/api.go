@@ -61,6 +61,9 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /periodic", h.pagePeriodic)
 	m.HandleFunc("POST /periodic/{name}/{action}", h.pagePeriodicAction)
 	m.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
+	if h.opts.Metrics != nil {
+		m.Handle("GET /metrics", h.opts.Metrics)
+	}
 }
 
 // apiError is the body of every error the API returns.

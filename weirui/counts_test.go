@@ -2,6 +2,8 @@ package weirui_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirui"
 )
 
 type queuesJSON struct {
@@ -148,5 +151,23 @@ func TestSearch(t *testing.T) {
 	}
 	if j, err := e.client.JobGet(t.Context(), other.ID); err != nil || j.State != weir.JobStateAvailable {
 		t.Errorf("the job the search does not match: %v, %v", j, err)
+	}
+}
+
+// TestMetricsOption: Options.Metrics is served at /metrics to any
+// authenticated user, behind the pages' authentication; without it there is
+// no /metrics.
+func TestMetricsOption(t *testing.T) {
+	t.Parallel()
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "weir_test 1") })
+	e := setup(t, &weirui.Options{Auth: testAuth(), Metrics: metrics}, nil)
+	if r := e.do(t, "GET", "/metrics", nil, func(*http.Request) {}); r.status != 401 {
+		t.Errorf("/metrics without credentials: %d, want 401", r.status)
+	}
+	if r := e.do(t, "GET", "/metrics", nil, bearer(viewerToken)); r.status != 200 || r.body != "weir_test 1\n" {
+		t.Errorf("/metrics as a viewer: %d %q", r.status, r.body)
+	}
+	if r := setup(t, nil, nil).do(t, "GET", "/metrics", nil, bearer(viewerToken)); r.status != 404 {
+		t.Errorf("/metrics without Options.Metrics: %d, want 404", r.status)
 	}
 }

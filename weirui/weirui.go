@@ -53,6 +53,10 @@ type Options struct {
 	// Logger receives errors the database returned (the pages and the API
 	// show a generic message for those). Default: slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, is served at /metrics (GET) to any authenticated
+	// user, a viewer too, behind the same authentication as the pages: such
+	// as a Prometheus handler. It must show no job's payloads.
+	Metrics http.Handler
 }
 
 // maxBody bounds a request's body: a mutation carries a CSRF token at most.

@@ -35,11 +35,15 @@ func serveUsage(w io.Writer) {
     weir serve [--database-url URL] [--schema NAME] [--addr HOST:PORT]
                [--auth-file PATH] [--trust-proxy-header NAME --trusted-proxy CIDR,...]
                [--hide-payloads] [--base-path /PREFIX] [--tls-cert FILE --tls-key FILE]
+               [--metrics-public]
     weir serve --hash-password < password
 
 serve runs the operations dashboard (pages and the JSON API under /api/v1/, see
 docs/dashboard.md) on --addr, with /healthz (the process answers) and /readyz
-(the database answers and its schema is migrated) beside it, unauthenticated.
+(the database answers and its schema is migrated) beside it, unauthenticated,
+and /metrics for Prometheus (the queues' depth by state, the maintenance
+leader, the dashboard's requests) behind the dashboard's authentication, under
+--base-path, or beside /healthz without credentials with --metrics-public.
 It runs no jobs. It stops on SIGINT or SIGTERM.
 
 Authentication: --auth-file (default $`+envAuthFile+`) lists bearer tokens, by
@@ -75,6 +79,7 @@ type serveOpts struct {
 	tlsCert        string
 	tlsKey         string
 	hashPassword   bool
+	metricsPublic  bool
 }
 
 func serveFlags() (*flag.FlagSet, *serveOpts) {
@@ -91,6 +96,7 @@ func serveFlags() (*flag.FlagSet, *serveOpts) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with the certificate in `FILE` (PEM; with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the private key of --tls-cert, in `FILE` (PEM)")
 	fs.BoolVar(&o.hashPassword, "hash-password", false, "read a password on standard input, print its hash for the auth file, and exit")
+	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve /metrics without credentials, beside /healthz, instead of behind the dashboard's authentication")
 	return fs, o
 }
 
@@ -130,13 +136,19 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	defer closeDB()
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	ui, err := weirui.NewHandler(client, &weirui.Options{
+	metrics, countRequests := newMetrics(client, logger)
+	uiOpts := &weirui.Options{
 		Auth: auth, AllowAnonymous: anonymous, HidePayloadsFromViewers: o.hidePayloads,
 		Logger: logger,
-	})
+	}
+	if !o.metricsPublic {
+		uiOpts.Metrics = metrics
+	}
+	ui, err := weirui.NewHandler(client, uiOpts)
 	if err != nil {
 		return usagef("serve: %s", strings.TrimPrefix(err.Error(), "weirui: "))
 	}
+	ui = countRequests(ui)
 
 	if anonymous {
 		ui = loopbackHostOnly(ui)
@@ -158,6 +170,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if o.metricsPublic {
+		if anonymous {
+			metrics = loopbackHostOnly(metrics)
+		}
+		mux.Handle("GET /metrics", metrics)
+	}
 	if o.basePath == "" {
 		mux.Handle("/", ui)
 	} else {

@@ -13,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirui"
 )
 
@@ -98,7 +102,7 @@ func TestServeHelp(t *testing.T) {
 	t.Parallel()
 	r := runWeir(t, nil, "help", "serve")
 	wantOK(t, r)
-	for _, s := range []string{"weir serve", "-addr", "-auth-file", "-trust-proxy-header", "-trusted-proxy", "-hash-password", "sha256sum", "/healthz", "/readyz"} {
+	for _, s := range []string{"weir serve", "-addr", "-auth-file", "-trust-proxy-header", "-trusted-proxy", "-hash-password", "sha256sum", "/healthz", "/readyz", "/metrics", "-metrics-public"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("help does not mention %q", s)
 		}
@@ -223,5 +227,86 @@ func TestServeSQLite(t *testing.T) {
 		if code, body := get(t, base+path); code != 200 || !strings.Contains(body, want) {
 			t.Errorf("GET %s: %d %q", path, code, body)
 		}
+	}
+}
+
+// TestServeMetrics: /metrics reports the queues' depth by state, the oldest
+// available job's age, the leader, whether the database answered and the
+// dashboard's requests; never a job's args. It sits behind the dashboard's
+// authentication (under --base-path), or without it beside /healthz with
+// --metrics-public.
+func TestServeMetrics(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	migrateUp(t, schema)
+	pool := dbtest.Pool(t, nil)
+	if _, err := pool.Exec(t.Context(), `INSERT INTO `+pgx.Identifier{schema, "weir_job"}.Sanitize()+
+		` (queue, kind, args, max_attempts, scheduled_at) VALUES ('mail', 'send', '{"token": "s3cret-arg"}', 3, now() - interval '1 minute')`); err != nil {
+		t.Fatal(err)
+	}
+	d, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Executor().LeaderElect(t.Context(), &weirdriver.LeaderElectParams{
+		Name: "maintenance", LeaderID: "web-1-42", TTL: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{envDatabaseURL: dbtest.URL()}
+	sum := sha256.Sum256([]byte("secret-token"))
+	authFile := filepath.Join(t.TempDir(), "auth")
+	if err := os.WriteFile(authFile, []byte("viewer:token:sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, body string) {
+		t.Helper()
+		for _, want := range []string{
+			`weir_serve_queue_jobs{messaging_destination_name="mail",weir_job_state="available"} 1`,
+			`weir_serve_queue_jobs{messaging_destination_name="mail",weir_job_state="completed"} 0`,
+			`weir_serve_queue_oldest_available_age_seconds{messaging_destination_name="mail"} `,
+			`weir_serve_leader{leader_id="web-1-42"} 1`,
+			"weir_serve_leader_term_remaining_seconds ",
+			"weir_serve_database_up 1",
+			`weir_serve_http_requests_total{code="401",method="get"} `,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: no %q in:\n%s", what, want, body)
+			}
+		}
+		if strings.Contains(body, "s3cret-arg") || strings.Contains(body, "secret-token") {
+			t.Errorf("%s: /metrics shows a job's args or the token", what)
+		}
+	}
+
+	base := serving(t, env, "--schema", schema, "--addr", "127.0.0.1:0", "--auth-file", authFile, "--base-path", "/weir")
+	root := strings.TrimSuffix(base, "/weir")
+	if code, _ := get(t, base+"/metrics"); code != 401 {
+		t.Errorf("/weir/metrics without the token: %d, want 401", code)
+	}
+	if code, _ := get(t, root+"/metrics"); code != 404 {
+		t.Errorf("/metrics beside /healthz without --metrics-public: %d, want 404", code)
+	}
+	code, body := get(t, base+"/metrics", "Authorization", "Bearer secret-token")
+	if code != 200 {
+		t.Fatalf("/weir/metrics with the token: %d %s", code, body)
+	}
+	check("behind authentication", body)
+
+	base = serving(t, env, "--schema", schema, "--addr", "127.0.0.1:0", "--auth-file", authFile, "--metrics-public")
+	if code, _ := get(t, base+"/jobs"); code != 401 {
+		t.Errorf("--metrics-public: /jobs without the token: %d, want 401", code)
+	}
+	code, body = get(t, base+"/metrics")
+	if code != 200 {
+		t.Fatalf("--metrics-public: /metrics: %d %s", code, body)
+	}
+	check("--metrics-public", body)
+
+	// A schema that is not migrated: the database is not up, and /metrics still answers.
+	bare := dbtest.Schema(t)
+	base = serving(t, env, "--schema", bare, "--addr", "127.0.0.1:0", "--metrics-public")
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "weir_serve_database_up 0") {
+		t.Errorf("/metrics on an empty schema: %d %s", code, body)
 	}
 }

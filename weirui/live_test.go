@@ -7,9 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/weirtest"
+	"github.com/weirq/weir/weirui"
 )
 
 // TestLiveFragments: a poll (HX-Request: true) of the overview or the job
@@ -100,5 +104,79 @@ func TestThroughput(t *testing.T) {
 	page := e.do(t, "GET", "/", nil, bearer(viewerToken))
 	if !strings.Contains(page.body, "Jobs finalized in the last hour") {
 		t.Errorf("the overview has no throughput table")
+	}
+}
+
+// TestThroughputKeepsFinishedBuckets: a bucket that ended (a minute ago and
+// more, by the database's clock) is counted once and kept, so that later
+// polls count only the buckets still filling; buckets older than the hour
+// are let go; a request waiting for another's count gives up with its
+// context.
+func TestThroughputKeepsFinishedBuckets(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, nil)
+	pool := e.driver.Pool()
+	table := pgx.Identifier{e.driver.Schema(), "weir_job"}.Sanitize()
+	finished := func(ago time.Duration, kind string) {
+		t.Helper()
+		if _, err := pool.Exec(t.Context(), `INSERT INTO `+table+` (state, queue, kind, args, max_attempts, attempt,
+			scheduled_at, attempted_at, finalized_at) VALUES ('completed', 'q', $2, '{}', 1, 1,
+			now() - $1::interval - interval '2 seconds', now() - $1::interval - interval '1 second', now() - $1::interval)`,
+			ago.String(), kind); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(now time.Time) map[int64]int64 {
+		t.Helper()
+		tp, err := weirui.ThroughputAt(t.Context(), e.handler, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tp.Buckets) != weirui.BucketCount {
+			t.Fatalf("%d buckets, want %d", len(tp.Buckets), weirui.BucketCount)
+		}
+		out := map[int64]int64{}
+		for _, b := range tp.Buckets {
+			out[b.Start.Unix()] = b.Completed
+			if b.Completed > 0 && (b.Pickup == nil || b.Pickup.Duration != time.Second) {
+				t.Errorf("bucket %v: pickup %v, want 1s", b.Start, b.Pickup)
+			}
+		}
+		return out
+	}
+
+	now := time.Now()
+	old := now.Add(-30 * time.Minute)
+	oldStart := old.Truncate(weirui.BucketWidth)
+	newStart := now.Truncate(weirui.BucketWidth)
+	finished(30*time.Minute, "old")
+	finished(0, "new")
+	if got := count(now); got[oldStart.Unix()] != 1 || got[newStart.Unix()] != 1 {
+		t.Fatalf("first count: %v", got)
+	}
+	if !weirui.KeptBucket(e.handler, oldStart) || weirui.KeptBucket(e.handler, newStart) {
+		t.Fatalf("want the bucket of half an hour ago kept, not the current one")
+	}
+	// The kept bucket is not counted again: deleting its job does not show.
+	if _, err := pool.Exec(t.Context(), `DELETE FROM `+table+` WHERE kind = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	finished(0, "new")
+	if got := count(now); got[oldStart.Unix()] != 1 || got[newStart.Unix()] != 2 {
+		t.Fatalf("second count: %v, want the kept bucket's 1 and the current bucket's 2", got)
+	}
+	// Two hours on, the kept buckets are out of the hour and let go.
+	count(now.Add(2 * time.Hour))
+	if weirui.KeptBucket(e.handler, oldStart) {
+		t.Errorf("a bucket out of the hour is still kept")
+	}
+
+	// While another request counts, a request whose context ends gives up.
+	release := weirui.HoldThroughputTurn(e.handler)
+	defer release()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := weirui.ThroughputAt(ctx, e.handler, now); !errors.Is(err, context.Canceled) {
+		t.Errorf("waiting with a cancelled context: %v", err)
 	}
 }

@@ -72,6 +72,8 @@ type env struct {
 	client *weir.Client
 	driver *weirpgx.Driver
 	srv    *httptest.Server
+	// handler is NewHandler's, unmounted.
+	handler http.Handler
 }
 
 // setup makes a client on a fresh, migrated schema and serves its dashboard.
@@ -98,12 +100,13 @@ func setup(t *testing.T, opts *weirui.Options, mount func(http.Handler) http.Han
 	if err != nil {
 		t.Fatal(err)
 	}
+	ui := h
 	if mount != nil {
 		h = mount(h)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{client: client, driver: driver, srv: srv}
+	return &env{client: client, driver: driver, srv: srv, handler: ui}
 }
 
 func (e *env) insert(t *testing.T, args textArgs, opts *weir.InsertOpts) *weir.JobRow {

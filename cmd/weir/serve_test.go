@@ -167,6 +167,17 @@ func get(t *testing.T, url string, header ...string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
+// viewerAuthFile writes an auth file that gives token a viewer's role.
+func viewerAuthFile(t *testing.T, token string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(token))
+	path := filepath.Join(t.TempDir(), "auth")
+	if err := os.WriteFile(path, []byte("viewer:token:sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestServe(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.Schema(t)
@@ -189,11 +200,7 @@ func TestServe(t *testing.T) {
 	}
 
 	// With an auth file, under a base path.
-	sum := sha256.Sum256([]byte("secret-token"))
-	authFile := filepath.Join(t.TempDir(), "auth")
-	if err := os.WriteFile(authFile, []byte("viewer:token:sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	authFile := viewerAuthFile(t, "secret-token")
 	base = serving(t, env, "--schema", schema, "--addr", "127.0.0.1:0", "--auth-file", authFile, "--base-path", "/weir")
 	if !strings.HasSuffix(base, "/weir") {
 		t.Fatalf("base %q", base)
@@ -254,11 +261,7 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{envDatabaseURL: dbtest.URL()}
-	sum := sha256.Sum256([]byte("secret-token"))
-	authFile := filepath.Join(t.TempDir(), "auth")
-	if err := os.WriteFile(authFile, []byte("viewer:token:sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	authFile := viewerAuthFile(t, "secret-token")
 	check := func(what, body string) {
 		t.Helper()
 		for _, want := range []string{

@@ -58,6 +58,45 @@ const queueFinalExact = `SELECT queue, state, count(*), NULL, false
 const queueFinalSampled = `SELECT queue, state, count(*), NULL, true
 	FROM {job} TABLESAMPLE SYSTEM ($1::real) WHERE finalized_at IS NOT NULL GROUP BY queue, state`
 
+// scanQueues reads the rows of queueListSQL or queueCountsSQL into queues,
+// and sums the counts of the states that are not final (counted exactly) and
+// the counts of a sample.
+func scanQueues(r rows) (out []*weirdriver.QueueStats, pending, sampled int64, err error) {
+	for r.Next() {
+		var (
+			queue     string
+			state     *weirtype.JobState
+			n         int64
+			oldest    *time.Time
+			isSampled bool
+			paused    bool
+		)
+		if err := r.Scan(&queue, &state, &n, &oldest, &isSampled, &paused); err != nil {
+			return nil, 0, 0, fmt.Errorf("list queues: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].Name != queue {
+			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused})
+		}
+		if state == nil {
+			continue
+		}
+		q := out[len(out)-1]
+		q.Counts[*state] = n
+		if *state == weirtype.JobStateAvailable && oldest != nil {
+			q.OldestAvailableAt = oldest.UTC()
+		}
+		if isSampled {
+			sampled += n
+		} else if !state.Final() {
+			pending += n
+		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, 0, 0, fmt.Errorf("list queues: %w", err)
+	}
+	return out, pending, sampled, nil
+}
+
 // estimateSizes decide when QueueListEstimated samples the final jobs.
 type estimateSizes struct {
 	// exactPages: a table of at most this many pages (8 kB each by default)
@@ -96,41 +135,9 @@ func (e *executor) QueueListEstimated(ctx context.Context) (_ []*weirdriver.Queu
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	defer r.Close()
-	var (
-		out              []*weirdriver.QueueStats
-		pending, sampled int64
-	)
-	for r.Next() {
-		var (
-			queue     string
-			state     *weirtype.JobState
-			n         int64
-			oldest    *time.Time
-			isSampled bool
-			paused    bool
-		)
-		if err := r.Scan(&queue, &state, &n, &oldest, &isSampled, &paused); err != nil {
-			return nil, fmt.Errorf("list queues: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].Name != queue {
-			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused})
-		}
-		if state == nil {
-			continue
-		}
-		q := out[len(out)-1]
-		q.Counts[*state] = n
-		if *state == weirtype.JobStateAvailable && oldest != nil {
-			q.OldestAvailableAt = oldest.UTC()
-		}
-		if isSampled {
-			sampled += n
-		} else if !state.Final() {
-			pending += n
-		}
-	}
-	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
+	out, pending, sampled, err := scanQueues(r)
+	if err != nil {
+		return nil, err
 	}
 	if sample {
 		// The planner's estimate of the rows now (its density times the

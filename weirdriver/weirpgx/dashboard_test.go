@@ -6,54 +6,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver"
-	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirtype"
 )
-
-// dashboardFixture returns a driver on a migrated schema whose job table is
-// shaped like a busy queue's (as TestRuntimePlans'): 20,000 jobs, 90%
-// completed, 2% discarded, 3% available over 10 queues, 3% running, 1%
-// scheduled and 1% retryable in the future; analyzed.
-func dashboardFixture(t *testing.T) (*Driver, string) {
-	t.Helper()
-	pool := dbtest.Pool(t, nil)
-	schema := dbtest.Schema(t)
-	d, err := New(pool, &Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
-		t.Fatal(err)
-	}
-	job := pgx.Identifier{schema, "weir_job"}.Sanitize()
-	if _, err := pool.Exec(t.Context(), `
-INSERT INTO `+job+` (state, queue, kind, args, max_attempts, attempt, lease_token,
-	scheduled_at, attempted_at, finalized_at, lease_expires_at)
-SELECT s.state, 'q' || (g % 10), 'k', '{}', 3,
-	CASE WHEN s.state IN ('completed', 'discarded', 'running') THEN 1 ELSE 0 END,
-	CASE WHEN s.state IN ('completed', 'discarded', 'running') THEN 1 ELSE 0 END,
-	CASE WHEN s.state IN ('scheduled', 'retryable') THEN now() + interval '1 hour'
-		ELSE now() - g * interval '1 second' END,
-	CASE WHEN s.state IN ('completed', 'discarded', 'running') THEN now() - g * interval '1 second' + interval '1 second' END,
-	CASE WHEN s.state IN ('completed', 'discarded') THEN now() - g * interval '1 second' + interval '2 seconds' END,
-	CASE WHEN s.state = 'running' THEN now() + interval '1 minute' END
-FROM generate_series(1, 20000) AS g,
-LATERAL (SELECT CASE
-	WHEN g % 100 < 90 THEN 'completed'
-	WHEN g % 100 < 92 THEN 'discarded'
-	WHEN g % 100 < 95 THEN 'available'
-	WHEN g % 100 < 98 THEN 'running'
-	WHEN g % 100 = 98 THEN 'scheduled'
-	ELSE 'retryable' END AS state) AS s`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(t.Context(), "VACUUM ANALYZE "+job); err != nil {
-		t.Fatal(err)
-	}
-	return d, job
-}
 
 // TestQueueListEstimatedSampled checks the sampled path of
 // QueueListEstimated, which the conformance suite's small tables never take:
@@ -61,7 +16,7 @@ LATERAL (SELECT CASE
 // only the final states are marked; the exact path marks nothing.
 func TestQueueListEstimatedSampled(t *testing.T) {
 	t.Parallel()
-	d, _ := dashboardFixture(t)
+	d, _ := busyQueueTable(t)
 	ex := d.Executor()
 	exact, err := ex.QueueList(t.Context())
 	if err != nil {
@@ -115,7 +70,7 @@ func TestQueueListEstimatedSampled(t *testing.T) {
 // final jobs, and never reads the whole table.
 func TestDashboardPlans(t *testing.T) {
 	t.Parallel()
-	d, _ := dashboardFixture(t)
+	d, _ := busyQueueTable(t)
 	plan := func(sql string, args ...any) string {
 		t.Helper()
 		rows, err := d.pool.Query(t.Context(), "EXPLAIN "+sql, args...)

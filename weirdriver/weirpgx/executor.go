@@ -249,32 +249,8 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	defer r.Close()
-	var out []*weirdriver.QueueStats
-	for r.Next() {
-		var (
-			queue  string
-			state  *weirtype.JobState
-			n      int64
-			oldest *time.Time
-			paused bool
-		)
-		if err := r.Scan(&queue, &state, &n, &oldest, &paused); err != nil {
-			return nil, fmt.Errorf("list queues: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].Name != queue {
-			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused})
-		}
-		if state != nil {
-			out[len(out)-1].Counts[*state] = n
-			if *state == weirtype.JobStateAvailable && oldest != nil {
-				out[len(out)-1].OldestAvailableAt = oldest.UTC()
-			}
-		}
-	}
-	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	return out, nil
+	out, _, _, err := scanQueues(r)
+	return out, err
 }
 
 func (e *executor) QueuePause(ctx context.Context, name string) (err error) {

@@ -155,9 +155,10 @@ const jobDeleteSQL = `DELETE FROM {job} WHERE id = $1 AND state <> 'running' RET
 
 // queueListSQL counts jobs by queue and state, and lists paused queues without
 // jobs (state NULL). Returns name, state, count, the group's earliest scheduled
-// time and paused, ordered by name and state.
+// time, false (no count is a sample's: the columns of queueCountsSQL) and
+// paused, ordered by name and state.
 const queueListSQL = `
-SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, p.paused_at IS NOT NULL
+SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, false, p.paused_at IS NOT NULL
 FROM (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM {job} GROUP BY queue, state) AS c
 FULL JOIN (SELECT name, paused_at FROM {queue} WHERE paused_at IS NOT NULL) AS p ON p.name = c.queue
 ORDER BY 1, 2`

@@ -2,6 +2,7 @@ package weirui
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/weirq/weir"
@@ -171,22 +173,21 @@ type overviewBody struct {
 }
 
 func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
-	queues, err := h.client.QueueListEstimated(r.Context())
-	if err != nil {
+	// The three reads go at once, each on its own connection: the page takes
+	// the longest of them, not their sum.
+	ctx := r.Context()
+	body := &overviewBody{}
+	var wg sync.WaitGroup
+	var queuesErr, leaderErr, tpErr error
+	wg.Go(func() { body.Queues, queuesErr = h.client.QueueListEstimated(ctx) })
+	wg.Go(func() { body.Leader, leaderErr = h.leader(ctx) })
+	wg.Go(func() { body.Throughput, tpErr = h.throughput(ctx) })
+	wg.Wait()
+	if err := cmp.Or(queuesErr, leaderErr, tpErr); err != nil {
 		h.pageFail(w, r, err)
 		return
 	}
-	leader, err := h.leader(r.Context())
-	if err != nil {
-		h.pageFail(w, r, err)
-		return
-	}
-	tp, err := h.throughput(r.Context())
-	if err != nil {
-		h.pageFail(w, r, err)
-		return
-	}
-	h.render(w, r, http.StatusOK, "overview", "Overview", &overviewBody{Queues: queues, Leader: leader, Throughput: tp})
+	h.render(w, r, http.StatusOK, "overview", "Overview", body)
 }
 
 type jobsBody struct {

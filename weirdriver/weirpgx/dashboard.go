@@ -107,8 +107,9 @@ type estimateSizes struct {
 }
 
 // defaultEstimateSizes: 2,000 pages are 16 MB, some 50,000 jobs of small
-// args; a sample of them costs a few milliseconds, and counts a state that
-// holds 1% of a queue's jobs to within about 15%.
+// args; a sample of them costs tens of milliseconds at most, and counts a
+// state that holds 1% of one of ten queues' jobs from about 50 sampled jobs
+// (to within some 15% when they are spread over the table).
 var defaultEstimateSizes = estimateSizes{exactPages: 2000, samplePages: 2000}
 
 func (e *executor) QueueListEstimated(ctx context.Context) (_ []*weirdriver.QueueStats, err error) {

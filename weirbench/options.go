@@ -51,6 +51,10 @@ type Options struct {
 	// handlers it runs at once.
 	RSSJobs    int `json:"rss_jobs"`
 	RSSWorkers int `json:"rss_workers"`
+	// PressureRate and PressureDuration are W7's offered rate, in jobs/s, and
+	// how long it offers it.
+	PressureRate     int           `json:"pressure_rate"`
+	PressureDuration time.Duration `json:"pressure_duration"`
 	// Timeout bounds each drain; a run that takes longer fails.
 	Timeout time.Duration `json:"timeout"`
 
@@ -72,14 +76,23 @@ type Options struct {
 //	bulk              W4: InsertJobs jobs in bulk inserts of Batch
 //	single1, single8  W4: single inserts from 1 and 8 goroutines
 //	rss               W5: a worker process of RSSWorkers handlers drains RSSJobs jobs
+//	pressure          W7: PressureRate jobs/s for PressureDuration while another
+//	                  transaction holds a snapshot open from the start (Throughput)
+//	pressure-clean    W7 without the snapshot, the baseline it is judged by
 func Workloads() []string {
-	return []string{"drain", "mixed", "latency", "latency-defaults", "bulk", "single1", "single8", "rss"}
+	return []string{"drain", "mixed", "latency", "latency-defaults", "bulk", "single1", "single8", "rss",
+		"pressure", "pressure-clean"}
 }
 
-// DefaultOptions returns the benchmark specification's sizes and every workload.
+// longWorkloads are the workloads DefaultOptions leaves out: each runs for
+// PressureDuration (10 minutes) per round and system.
+var longWorkloads = []string{"pressure", "pressure-clean"}
+
+// DefaultOptions returns the benchmark specification's sizes and every workload
+// but the long ones (W7), which are asked for by name.
 func DefaultOptions() Options {
 	return Options{
-		Workloads:       Workloads(),
+		Workloads:       slices.DeleteFunc(Workloads(), func(w string) bool { return slices.Contains(longWorkloads, w) }),
 		Rounds:          3,
 		MaxConns:        20,
 		DrainJobs:       200_000,
@@ -92,6 +105,8 @@ func DefaultOptions() Options {
 		LatencyDuration: 30 * time.Second,
 		RSSJobs:         1_000_000,
 		RSSWorkers:      2_000,
+		PressureRate:     5_000,
+		PressureDuration: 10 * time.Minute,
 		Timeout:         10 * time.Minute,
 	}
 }
@@ -113,6 +128,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LatencyDuration, "latency-duration", o.LatencyDuration, "how long each W3 run offers its rate")
 	fs.IntVar(&o.RSSJobs, "rss-jobs", o.RSSJobs, "`N` jobs drained by W5's worker process")
 	fs.IntVar(&o.RSSWorkers, "rss-workers", o.RSSWorkers, "`N` handlers at once in W5's worker process")
+	fs.IntVar(&o.PressureRate, "pressure-rate", o.PressureRate, "`rate` in jobs/s that W7 offers")
+	fs.DurationVar(&o.PressureDuration, "pressure-duration", o.PressureDuration, "how long each W7 run offers its rate")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up a drain after this long")
 }
 
@@ -132,7 +149,7 @@ func (o *Options) Validate() error {
 	}{
 		{"rounds", o.Rounds, 1}, {"max-conns", o.MaxConns, 2}, {"drain-jobs", o.DrainJobs, 1},
 		{"batch", o.Batch, 1}, {"insert-jobs", o.InsertJobs, 1}, {"latency-rate", o.LatencyRate, 1},
-		{"rss-jobs", o.RSSJobs, 1}, {"rss-workers", o.RSSWorkers, 1},
+		{"rss-jobs", o.RSSJobs, 1}, {"rss-workers", o.RSSWorkers, 1}, {"pressure-rate", o.PressureRate, 1},
 	} {
 		if c.v < c.least {
 			return fmt.Errorf("--%s must be at least %d, got %d", c.flag, c.least, c.v)
@@ -151,7 +168,7 @@ func (o *Options) Validate() error {
 		v    time.Duration
 	}{
 		{"insert-duration", o.InsertDuration}, {"mixed-duration", o.MixedDuration},
-		{"latency-duration", o.LatencyDuration}, {"timeout", o.Timeout},
+		{"latency-duration", o.LatencyDuration}, {"pressure-duration", o.PressureDuration}, {"timeout", o.Timeout},
 	} {
 		if c.v <= 0 {
 			return fmt.Errorf("--%s must be positive, got %s", c.flag, c.v)
@@ -162,6 +179,9 @@ func (o *Options) Validate() error {
 		if float64(r)*o.MixedDuration.Seconds() > maxOffered {
 			return fmt.Errorf("--mixed-rates: %d jobs/s for %s is more than %d jobs", r, o.MixedDuration, int(maxOffered))
 		}
+	}
+	if float64(o.PressureRate)*o.PressureDuration.Seconds() > maxOffered {
+		return fmt.Errorf("--pressure-rate: %d jobs/s for %s is more than %d jobs", o.PressureRate, o.PressureDuration, int(maxOffered))
 	}
 	if float64(o.LatencyRate)*o.LatencyDuration.Seconds() > maxOffered {
 		return fmt.Errorf("--latency-rate: %d jobs/s for %s is more than %d jobs", o.LatencyRate, o.LatencyDuration, int(maxOffered))

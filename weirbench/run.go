@@ -23,6 +23,9 @@ type bench struct {
 	p      *progress
 	logger *slog.Logger
 	tag    string // names the current run in status lines: "W1 drain 2/3 weir"
+	// lastRec is the recorder of the latest offered run, for W7's figures by
+	// step.
+	lastRec *recorder
 }
 
 // A workload runs once on one system and returns its figures.
@@ -44,6 +47,8 @@ func (b *bench) workloads() []workload {
 		workload{"single1", "W4 single x1", b.singles(1)},
 		workload{"single8", "W4 single x8", b.singles(8)},
 		workload{"rss", "W5 peak RSS", b.rss},
+		workload{"pressure", "W7 snapshot held", b.pressure(true)},
+		workload{"pressure-clean", "W7 clean", b.pressure(false)},
 	)
 }
 
@@ -149,6 +154,13 @@ func (b *bench) withClient(ctx context.Context, sys System, cfg ClientConfig, fn
 		}
 		if err := reset(ctx, b.admin, sys.JobTable()); err != nil {
 			return err
+		}
+		if r, ok := sys.(interface{ ResetTables() []string }); ok {
+			for _, t := range r.ResetTables() {
+				if err := reset(ctx, b.admin, t); err != nil {
+					return err
+				}
+			}
 		}
 		return fn(c)
 	}()

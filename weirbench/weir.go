@@ -60,6 +60,12 @@ func (s *weirSystem) JobTable() string {
 	return pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()
 }
 
+// ResetTables adds the ready list, which holds a row per available job, to
+// what each run empties.
+func (s *weirSystem) ResetTables() []string {
+	return []string{pgx.Identifier{s.cfg.Schema, "weir_ready"}.Sanitize()}
+}
+
 // defaultWorkers is the number of handlers of Latency and Defaults; weir has
 // no default, and 100 is River's.
 const defaultWorkers = 100

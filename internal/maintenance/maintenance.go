@@ -426,6 +426,9 @@ func (s *Service) startTerm(callCtx context.Context) *term {
 	t.tasks.Go(func() { s.rescueLoop(t) })
 	t.tasks.Go(func() { s.every(t, s.cfg.ScheduleInterval, true, s.schedule) })
 	t.tasks.Go(func() { s.every(t, s.cfg.PruneInterval, false, s.prune) })
+	if c, ok := s.exec.(weirdriver.ReadyCompacter); ok {
+		t.tasks.Go(func() { s.compactLoop(t, c) })
+	}
 	if s.cfg.OnTerm != nil {
 		t.tasks.Go(func() { s.cfg.OnTerm(t.loop) })
 	}

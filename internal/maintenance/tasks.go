@@ -266,3 +266,44 @@ func (s *Service) prune(t *term) {
 		return n, err
 	}, nil)
 }
+
+// compactInterval is how often the leader compacts a driver's ready list
+// (weirdriver.ReadyCompacter): often enough that a claim under an old snapshot
+// walks at most a few seconds of claimed rows.
+const compactInterval = 500 * time.Millisecond
+
+// compactLoop compacts the ready list every compactInterval, repairing it at
+// the start of the term. Compaction is safe whoever runs it and however often
+// (each segment is emptied under its own lock), so it is not fenced by the
+// term. A segment that stays locked by another transaction is worth a warning
+// once: its dead rows stay until that transaction ends.
+func (s *Service) compactLoop(t *term, c weirdriver.ReadyCompacter) {
+	ticker := time.NewTicker(compactInterval)
+	defer ticker.Stop()
+	repair, warned := true, false
+	for {
+		ctx, cancel := context.WithTimeout(t.stmt, s.cfg.ElectInterval)
+		res, err := c.ReadyCompact(ctx, &weirdriver.ReadyCompactParams{Repair: repair})
+		cancel()
+		switch {
+		case err != nil && t.loop.Err() == nil:
+			s.logger.Warn("weir: maintenance: compact the ready list", slog.Any("error", err))
+		case err == nil:
+			repair = false
+			if res.Repaired > 0 {
+				s.logger.Warn("weir: maintenance: available jobs were missing from the ready list; added",
+					slog.Int("jobs", res.Repaired))
+			}
+			if res.Busy > 0 && !warned {
+				s.logger.Warn("weir: maintenance: a segment of the ready list is locked by another transaction; " +
+					"claims slow down while it holds the lock and an old snapshot")
+			}
+			warned = res.Busy > 0
+		}
+		select {
+		case <-t.loop.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}

@@ -204,6 +204,10 @@ type queries struct {
 	queuePause     string
 	queueResume    string
 
+	readySegments string
+	readyMove     string // {segment}: the segment's table, qualified
+	readyRepair   string
+
 	runtimeQueries
 	migrationQueries
 	periodicQueries
@@ -232,6 +236,9 @@ func newQueries(schema string) *queries {
 		queueList:      fill(queueListSQL),
 		queuePause:     fill(queuePauseSQL),
 		queueResume:    fill(queueResumeSQL),
+		readySegments:  fill(readySegmentsSQL),
+		readyMove:      fill(readyMoveSQL),
+		readyRepair:    fill(readyRepairSQL),
 
 		runtimeQueries:   newRuntimeQueries(fill),
 		migrationQueries: newMigrationQueries(fill),
@@ -248,6 +255,7 @@ func filler(schema string) func(string) string {
 		"{queue}", ident("weir_queue"),
 		"{leader}", ident("weir_leader"),
 		"{periodic}", ident("weir_periodic"),
+		"{ready}", ident("weir_ready"),
 		"{migration}", ident("weir_migration"),
 		"{seq}", ident("weir_job_id_seq"),
 		"{state_bit}", ident("weir_state_bit"),

@@ -75,7 +75,7 @@ LATERAL (SELECT CASE
 		indexes   []string // any of them
 		args      []any
 	}{
-		{"claim", q.jobClaim, []string{"weir_job_available_idx"}, []any{"q3", 10, int64(60e6), "c"}},
+		{"claim", q.jobClaim, []string{"weir_job_pkey"}, []any{"q3", 10, int64(60e6), "c"}},
 		{"claim one", q.jobClaimID, []string{"weir_job_pkey"}, []any{running[0], int64(60e6), "c"}},
 		{"finalize", q.jobFinalize, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, outcomes,
 			nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), q.insertChannel,
@@ -107,6 +107,12 @@ LATERAL (SELECT CASE
 		})
 		t.Logf("%s: %v", c.name, indexes)
 		found := slices.ContainsFunc(c.indexes, func(want string) bool { return slices.Contains(indexes, want) })
+		// Under an old snapshot the entries of claimed jobs in the index of
+		// available jobs cannot be cleaned: no runtime statement may walk it
+		// (docs/storage.md).
+		if slices.Contains(indexes, "weir_job_available_idx") {
+			t.Errorf("%s: reads weir_job_available_idx\n%s", c.name, plan)
+		}
 		if !found || len(seqScans) > 0 {
 			t.Errorf("%s: indexes %v, sequential scans of weir_job %d; want one of %v and no sequential scan\n%s",
 				c.name, indexes, len(seqScans), c.indexes, plan)

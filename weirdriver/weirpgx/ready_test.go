@@ -213,8 +213,10 @@ func TestReadyCompactUnderHeldSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Compacted != 4 || res.Moved != 10 || res.Busy != 0 {
-		t.Fatalf("compaction %+v, want 4 segments compacted and 10 rows moved", res)
+	// The 10 rows move once, or again each time the segment they moved to is
+	// compacted after theirs.
+	if res.Compacted != 4 || res.Moved < 10 || res.Moved%10 != 0 || res.Busy != 0 {
+		t.Fatalf("compaction %+v, want 4 segments compacted and the 10 rows moved", res)
 	}
 	if after := size(); after >= before/10 {
 		t.Fatalf("segments hold %d bytes after compaction, %d before: the dead rows are still there", after, before)

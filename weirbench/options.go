@@ -92,22 +92,22 @@ var longWorkloads = []string{"pressure", "pressure-clean"}
 // but the long ones (W7), which are asked for by name.
 func DefaultOptions() Options {
 	return Options{
-		Workloads:       slices.DeleteFunc(Workloads(), func(w string) bool { return slices.Contains(longWorkloads, w) }),
-		Rounds:          3,
-		MaxConns:        20,
-		DrainJobs:       200_000,
-		Batch:           5_000,
-		InsertJobs:      200_000,
-		InsertDuration:  10 * time.Second,
-		MixedRates:      []int{2_000, 5_000, 10_000},
-		MixedDuration:   30 * time.Second,
-		LatencyRate:     1_000,
-		LatencyDuration: 30 * time.Second,
-		RSSJobs:         1_000_000,
-		RSSWorkers:      2_000,
+		Workloads:        slices.DeleteFunc(Workloads(), func(w string) bool { return slices.Contains(longWorkloads, w) }),
+		Rounds:           3,
+		MaxConns:         20,
+		DrainJobs:        200_000,
+		Batch:            5_000,
+		InsertJobs:       200_000,
+		InsertDuration:   10 * time.Second,
+		MixedRates:       []int{2_000, 5_000, 10_000},
+		MixedDuration:    30 * time.Second,
+		LatencyRate:      1_000,
+		LatencyDuration:  30 * time.Second,
+		RSSJobs:          1_000_000,
+		RSSWorkers:       2_000,
 		PressureRate:     5_000,
 		PressureDuration: 10 * time.Minute,
-		Timeout:         10 * time.Minute,
+		Timeout:          10 * time.Minute,
 	}
 }
 

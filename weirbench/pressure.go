@@ -67,11 +67,15 @@ func (b *bench) pressure(held bool) func(context.Context, System) ([]result, err
 		prev := int64(0)
 		for i, m := range o.marks {
 			at := time.Duration(i+1) * step
-			label := fmt.Sprintf("%s, %s", name, at)
+			point := func(what, unit string, v float64) result {
+				f := fig(fmt.Sprintf("%s, %s %s", name, at, what), "", unit, "", "")
+				f.Series, f.At = name+" "+what, at.Seconds()
+				return result{f, v}
+			}
 			res = append(res,
-				result{fig(label+" completed", "", "jobs/s", "", ""), float64(m-prev) / step.Seconds()},
-				result{fig(label+" pickup p50", "", "ms", "", ""), percentile(byStep[i], 0.50)},
-				result{fig(label+" pickup p99", "", "ms", "", "series"), percentile(byStep[i], 0.99)},
+				point("completed", "jobs/s", float64(m-prev)/step.Seconds()),
+				point("pickup p50", "ms", percentile(byStep[i], 0.50)),
+				point("pickup p99", "ms", percentile(byStep[i], 0.99)),
 			)
 			prev = m
 		}

@@ -43,6 +43,11 @@ type Figure struct {
 	// Plot is the plot row that shows it: "throughput", "latency", "cost", or ""
 	// for none.
 	Plot string `json:"plot"`
+	// Series and At place a figure in a series over time, which WriteSeriesSVG
+	// plots as a line per system: the series' name ("W7 snapshot held pickup
+	// p99") and the seconds into the run at which the figure was taken.
+	Series string  `json:"series,omitempty"`
+	At     float64 `json:"at,omitempty"`
 	// Values holds each system's values, one per round, by system name.
 	Values map[string][]float64 `json:"values"`
 }

@@ -72,6 +72,7 @@ type benchOpts struct {
 	maxWorkers         int
 	prefetch           int
 	jsonPath, plotPath string
+	seriesPath         string
 	bench              weirbench.Options
 	// startPgBouncer and pollOnly: bench through a PgBouncer it starts, with
 	// poll-only clients (docs/poolers.md).
@@ -92,6 +93,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.pollOnly, "poll-only", false, "weir's clients poll and listen for nothing (Config.PollOnly), with FetchPollInterval 100ms as docs/poolers.md advises")
 	fs.StringVar(&o.jsonPath, "json", "", "also write every round's figures to `FILE` as JSON")
 	fs.StringVar(&o.plotPath, "plot", "", "also write a plot of the figures to `FILE` as SVG")
+	fs.StringVar(&o.seriesPath, "series-plot", "", "also write a plot of the figures taken over time (W7) to `FILE` as SVG")
 	return fs, o
 }
 
@@ -170,7 +172,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		for _, out := range []struct {
 			path  string
 			write func(io.Writer) error
-		}{{o.jsonPath, rep.WriteJSON}, {o.plotPath, rep.WriteSVG}} {
+		}{{o.jsonPath, rep.WriteJSON}, {o.plotPath, rep.WriteSVG}, {o.seriesPath, rep.WriteSeriesSVG}} {
 			if out.path != "" {
 				if werr := weirbench.WriteFile(out.path, out.write); werr != nil {
 					err = errors.Join(err, werr)

@@ -3,7 +3,7 @@ package weirpgx_test
 import (
 	"context"
 	"encoding/json"
-		"slices"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"

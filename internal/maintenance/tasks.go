@@ -275,30 +275,34 @@ const compactInterval = 500 * time.Millisecond
 // compactLoop compacts the ready list every compactInterval, repairing it at
 // the start of the term. Compaction is safe whoever runs it and however often
 // (each segment is emptied under its own lock), so it is not fenced by the
-// term. A segment that stays locked by another transaction is worth a warning
-// once: its dead rows stay until that transaction ends.
+// term. A failure, and a segment that another transaction keeps locked (its
+// dead rows stay until that transaction ends), are each logged once when they
+// begin, not at every pass.
 func (s *Service) compactLoop(t *term, c weirdriver.ReadyCompacter) {
 	ticker := time.NewTicker(compactInterval)
 	defer ticker.Stop()
-	repair, warned := true, false
+	repair := true
+	var failing, busy bool
 	for {
 		ctx, cancel := context.WithTimeout(t.stmt, s.cfg.ElectInterval)
 		res, err := c.ReadyCompact(ctx, &weirdriver.ReadyCompactParams{Repair: repair})
 		cancel()
-		switch {
-		case err != nil && t.loop.Err() == nil:
-			s.logger.Warn("weir: maintenance: compact the ready list", slog.Any("error", err))
-		case err == nil:
-			repair = false
+		if err != nil {
+			if !failing && t.loop.Err() == nil {
+				s.logger.Warn("weir: maintenance: compact the ready list", slog.Any("error", err))
+			}
+			failing = true
+		} else {
+			failing, repair = false, false
 			if res.Repaired > 0 {
-				s.logger.Warn("weir: maintenance: available jobs were missing from the ready list; added",
+				s.logger.Warn("weir: maintenance: available jobs had no row in the ready list; added",
 					slog.Int("jobs", res.Repaired))
 			}
-			if res.Busy > 0 && !warned {
+			if res.Busy > 0 && !busy {
 				s.logger.Warn("weir: maintenance: a segment of the ready list is locked by another transaction; " +
-					"claims slow down while it holds the lock and an old snapshot")
+					"claims slow down while it holds the lock and a snapshot is held open")
 			}
-			warned = res.Busy > 0
+			busy = res.Busy > 0
 		}
 		select {
 		case <-t.loop.Done():

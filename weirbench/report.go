@@ -168,7 +168,10 @@ func sizes(o Options) string {
 	add([]string{"bulk"}, "W4 %s jobs in batches of %s", group(int64(o.InsertJobs)), group(int64(o.Batch)))
 	add([]string{"single1", "single8"}, "W4 single inserts for %s", o.InsertDuration)
 	add([]string{"rss"}, "W5 %s jobs, %s handlers", group(int64(o.RSSJobs)), group(int64(o.RSSWorkers)))
-	add(longWorkloads, "W7 %s jobs/s for %s, bulk inserts every %s", group(int64(o.PressureRate)), o.PressureDuration, mixedTick)
+	add([]string{"scale"}, "W8 %s jobs by %s processes, %s handlers among them", group(int64(o.ScaleJobs)),
+		strings.Trim(strings.Join(strings.Fields(fmt.Sprint(o.ScaleProcs)), "/"), "[]"), group(int64(o.ScaleWorkers)))
+	add([]string{"scale-mixed"}, "W8 %s jobs/s for %s by %d processes", group(int64(o.ScaleRate)), o.ScaleDuration, o.ScaleMixedProcs)
+	add([]string{"pressure", "pressure-clean"}, "W7 %s jobs/s for %s, bulk inserts every %s", group(int64(o.PressureRate)), o.PressureDuration, mixedTick)
 	return strings.Join(parts, "; ")
 }
 

@@ -40,7 +40,7 @@ func (b *bench) workloads() []workload {
 	for _, rate := range b.o.MixedRates {
 		ws = append(ws, workload{"mixed", "W2 " + group(int64(rate)) + "/s", b.mixed(rate)})
 	}
-	return append(ws,
+	ws = append(ws,
 		workload{"latency", "W3 latency", b.latency(Latency)},
 		workload{"latency-defaults", "W3 latency, defaults", b.latency(Defaults)},
 		workload{"bulk", "W4 bulk", b.bulk},
@@ -50,6 +50,10 @@ func (b *bench) workloads() []workload {
 		workload{"pressure", "W7 snapshot held", b.pressure(true)},
 		workload{"pressure-clean", "W7 clean", b.pressure(false)},
 	)
+	for _, n := range b.o.ScaleProcs {
+		ws = append(ws, workload{"scale", fmt.Sprintf("W8 drain ×%d", n), b.scaleDrain(n)})
+	}
+	return append(ws, workload{"scale-mixed", "W8 mixed", b.scaleMixed})
 }
 
 // Run runs the chosen workloads on each system, alternating the systems round
@@ -63,8 +67,10 @@ func Run(ctx context.Context, o Options, systems ...System) (*Report, error) {
 	if len(systems) == 0 {
 		return nil, errors.New("weirbench: no system to run")
 	}
-	if slices.Contains(o.Workloads, "rss") && len(o.ChildCommand) == 0 {
-		return nil, errors.New("weirbench: the rss workload needs Options.ChildCommand")
+	for _, w := range []string{"rss", "scale", "scale-mixed"} {
+		if slices.Contains(o.Workloads, w) && len(o.ChildCommand) == 0 {
+			return nil, fmt.Errorf("weirbench: the %s workload needs Options.ChildCommand", w)
+		}
 	}
 	p := newProgress(o.Progress)
 	defer p.Clear()

@@ -47,6 +47,20 @@ a table of what it measured: the median of the rounds and their range.
     rss        W5: a worker process of its own (weir bench re-executed) with
                --rss-workers handlers drains --rss-jobs jobs; its peak RSS
 
+Run only when named in --workloads:
+
+    pressure   W7: --pressure-rate jobs/s for --pressure-duration while another
+               session holds a REPEATABLE READ snapshot open; completed/s,
+               pickup latency, and each by tenth of the run (--series-plot)
+    pressure-clean
+               W7 without the snapshot, its baseline
+    scale      W8: --scale-jobs jobs drained by each count of --scale-procs
+               worker processes (weir bench re-executed) at once, sharing
+               --scale-workers handlers and --max-conns connections
+    scale-mixed
+               W8: --scale-rate jobs/s for --scale-duration, worked by
+               --scale-mixed-procs worker processes
+
 W1 also gives WAL bytes and dead tuples per job and the table's size after a
 VACUUM; W2 gives WAL bytes and dead tuples per job too. bench/README.md in
 weir's repository says how each figure is measured.

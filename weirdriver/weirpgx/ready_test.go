@@ -86,7 +86,7 @@ func claimAll(t *testing.T, exec weirdriver.Executor, queue string) []int64 {
 }
 
 // TestReadyListFollowsJobs: every way a job becomes available writes its row
-// in the ready list (the triggers of migration 010), whoever writes it; a
+// in the ready list (the triggers of migration 011), whoever writes it; a
 // claim takes the rows; a row whose job is no longer available is skipped and
 // dropped by the claim that meets it.
 func TestReadyListFollowsJobs(t *testing.T) {

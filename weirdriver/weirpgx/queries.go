@@ -207,6 +207,7 @@ type queries struct {
 	runtimeQueries
 	migrationQueries
 	periodicQueries
+	clientQueries
 }
 
 func newQueries(schema string) *queries {
@@ -236,6 +237,7 @@ func newQueries(schema string) *queries {
 		runtimeQueries:   newRuntimeQueries(fill),
 		migrationQueries: newMigrationQueries(fill),
 		periodicQueries:  newPeriodicQueries(fill),
+		clientQueries:    newClientQueries(fill),
 	}
 }
 
@@ -248,6 +250,7 @@ func filler(schema string) func(string) string {
 		"{queue}", ident("weir_queue"),
 		"{leader}", ident("weir_leader"),
 		"{periodic}", ident("weir_periodic"),
+		"{client}", ident("weir_client"),
 		"{migration}", ident("weir_migration"),
 		"{seq}", ident("weir_job_id_seq"),
 		"{state_bit}", ident("weir_state_bit"),

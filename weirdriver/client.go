@@ -1,6 +1,8 @@
 package weirdriver
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/weirq/weir/weirtype"
@@ -45,4 +47,24 @@ type ClientPruneParams struct {
 	StaleAfter time.Duration
 	// Limit is the most rows to delete in one statement; at least 1.
 	Limit int
+}
+
+// ClientQueuesJSON is a registry row's queues as the drivers store them: a
+// JSON array of {"name", "max_workers"}, [] for none.
+func ClientQueuesJSON(queues []weirtype.ClientQueue) string {
+	if queues == nil {
+		queues = []weirtype.ClientQueue{}
+	}
+	b, _ := json.Marshal(queues) // strings and ints: it cannot fail
+	return string(b)
+}
+
+// ParseClientQueues reads a registry row's queues as ClientQueuesJSON wrote
+// them.
+func ParseClientQueues(s string) ([]weirtype.ClientQueue, error) {
+	var queues []weirtype.ClientQueue
+	if err := json.Unmarshal([]byte(s), &queues); err != nil {
+		return nil, fmt.Errorf("queues: %w", err)
+	}
+	return queues, nil
 }

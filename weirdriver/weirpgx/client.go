@@ -2,7 +2,6 @@ package weirpgx
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -68,20 +67,13 @@ func (e *executor) ClientRegister(ctx context.Context, p *weirdriver.ClientRegis
 	if err := weirdriver.CheckClientRegister(p); err != nil {
 		return time.Time{}, fmt.Errorf("register client: %w", err)
 	}
-	queues := p.Queues
-	if queues == nil {
-		queues = []weirtype.ClientQueue{}
-	}
-	queuesJSON, err := json.Marshal(queues)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("register client %s: %w", p.ID, err)
-	}
+	queues := weirdriver.ClientQueuesJSON(p.Queues)
 	var startedAt *time.Time
 	if !p.StartedAt.IsZero() {
 		startedAt = &p.StartedAt
 	}
 	var started time.Time
-	err = e.db.QueryRow(ctx, e.q.clientRegister, p.ID, p.Host, p.PID, p.Version, string(queuesJSON), startedAt).Scan(&started)
+	err = e.db.QueryRow(ctx, e.q.clientRegister, p.ID, p.Host, p.PID, p.Version, queues, startedAt).Scan(&started)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("register client %s: %w", p.ID, err)
 	}
@@ -115,8 +107,8 @@ func (e *executor) ClientList(ctx context.Context) (_ []*weirtype.ClientRow, err
 		if err := r.Scan(&c.ID, &c.Host, &c.PID, &c.Version, &queues, &c.StartedAt, &c.HeartbeatAt, &c.HeldLeases); err != nil {
 			return nil, fmt.Errorf("list clients: %w", err)
 		}
-		if err := json.Unmarshal([]byte(queues), &c.Queues); err != nil {
-			return nil, fmt.Errorf("list clients: client %s: queues: %w", c.ID, err)
+		if c.Queues, err = weirdriver.ParseClientQueues(queues); err != nil {
+			return nil, fmt.Errorf("list clients: client %s: %w", c.ID, err)
 		}
 		out = append(out, &c)
 	}

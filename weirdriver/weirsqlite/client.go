@@ -2,7 +2,6 @@ package weirsqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -45,21 +44,14 @@ func (e *executor) ClientRegister(ctx context.Context, p *weirdriver.ClientRegis
 	if err := weirdriver.CheckClientRegister(p); err != nil {
 		return time.Time{}, fmt.Errorf("register client: %w", err)
 	}
-	queues := p.Queues
-	if queues == nil {
-		queues = []weirtype.ClientQueue{}
-	}
-	queuesJSON, err := json.Marshal(queues)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("register client %s: %w", p.ID, err)
-	}
+	queues := weirdriver.ClientQueuesJSON(p.Queues)
 	var started int64
 	err = e.write(ctx, func(w *write) error {
 		started = w.now
 		if !p.StartedAt.IsZero() {
 			started = p.StartedAt.UnixMicro()
 		}
-		_, err := w.q.ExecContext(ctx, clientRegister, p.ID, p.Host, p.PID, p.Version, string(queuesJSON), started, w.now)
+		_, err := w.q.ExecContext(ctx, clientRegister, p.ID, p.Host, p.PID, p.Version, queues, started, w.now)
 		return err
 	})
 	if err != nil {
@@ -100,8 +92,8 @@ func (e *executor) ClientList(ctx context.Context) (_ []*weirtype.ClientRow, err
 		if err := rows.Scan(&c.ID, &c.Host, &c.PID, &c.Version, &queues, &started, &heartbeat, &c.HeldLeases); err != nil {
 			return nil, fmt.Errorf("list clients: %w", err)
 		}
-		if err := json.Unmarshal([]byte(queues), &c.Queues); err != nil {
-			return nil, fmt.Errorf("list clients: client %s: queues: %w", c.ID, err)
+		if c.Queues, err = weirdriver.ParseClientQueues(queues); err != nil {
+			return nil, fmt.Errorf("list clients: client %s: %w", c.ID, err)
 		}
 		c.StartedAt, c.HeartbeatAt = fromMicros(started), fromMicros(heartbeat)
 		out = append(out, &c)

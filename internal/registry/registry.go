@@ -32,6 +32,9 @@ const (
 	// StaleAfter is how long a row goes unrefreshed before the leader forgets
 	// it: twelve refreshes missed in a row.
 	StaleAfter = time.Minute
+	// writeTimeout bounds each write, whatever Config.Interval is: a write
+	// stuck longer is cut, and the next refresh tries again.
+	writeTimeout = Interval
 )
 
 // modulePath is weir's module, whose version a row records.
@@ -103,7 +106,7 @@ func Version() string {
 	return ""
 }
 
-// Register writes the row, for no longer than ctx and an interval allow.
+// Register writes the row, for no longer than ctx and writeTimeout allow.
 func (r *Registry) Register(ctx context.Context) {
 	r.write(ctx, "register")
 }
@@ -135,13 +138,13 @@ func (r *Registry) write(ctx context.Context, kind string) {
 	}
 }
 
-// Remove deletes the row, for no longer than ctx and an interval allow. If it
+// Remove deletes the row, for no longer than ctx and writeTimeout allow. If it
 // fails, the leader forgets the row once it is stale.
 func (r *Registry) Remove(ctx context.Context) {
 	r.do(ctx, "remove", func(ctx context.Context) error { return r.cfg.Exec.ClientDelete(ctx, r.cfg.ID) })
 }
 
-// do runs one write, for no longer than ctx and an interval allow, and
+// do runs one write, for no longer than ctx and writeTimeout allow, and
 // reports whether it succeeded. It logs the first failure of a kind of write,
 // and none after it until one of that kind succeeds; a write cut because ctx
 // ended (Start's context, or Stop's budget) is not logged.
@@ -149,7 +152,7 @@ func (r *Registry) do(ctx context.Context, kind string, write func(context.Conte
 	if r.cfg.Writes != nil {
 		r.cfg.Writes.Add(1)
 	}
-	wctx, cancel := context.WithTimeout(ctx, r.cfg.Interval)
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	err := write(wctx)
 	cancel()
 	if err == nil {

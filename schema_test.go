@@ -48,6 +48,7 @@ func TestOperatorCallsOnPartlyMigratedSchema(t *testing.T) {
 				"QueueList":   func() error { _, err := b.client.QueueList(ctx); return err },
 				"QueuePause":  func() error { return b.client.QueuePause(ctx, "default") },
 				"QueueResume": func() error { return b.client.QueueResume(ctx, "default") },
+				"ClientList":  func() error { _, err := b.client.ClientList(ctx); return err },
 			}
 			for name, call := range calls {
 				err := call()

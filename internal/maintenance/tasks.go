@@ -311,3 +311,15 @@ func (s *Service) compactLoop(t *term, c weirdriver.ReadyCompacter) {
 		}
 	}
 }
+
+// forgetClients deletes the client registry rows whose heartbeat is older than
+// ClientStaleAfter: clients that crashed or were cut off. A live client that
+// was cut off writes its row again at its next refresh.
+func (s *Service) forgetClients(t *term) {
+	var n int // the batch's, counted once it committed
+	s.batches(t, "forget stale clients", &s.forgetLimit, func(ctx context.Context, exec weirdriver.Executor, limit int) (int, error) {
+		var err error
+		n, err = exec.ClientPrune(ctx, &weirdriver.ClientPruneParams{StaleAfter: s.cfg.ClientStaleAfter, Limit: limit})
+		return n, err
+	}, func() { s.forgotten.Add(int64(n)) })
+}

@@ -211,6 +211,7 @@ type queries struct {
 	runtimeQueries
 	migrationQueries
 	periodicQueries
+	clientQueries
 }
 
 func newQueries(schema string) *queries {
@@ -243,6 +244,7 @@ func newQueries(schema string) *queries {
 		runtimeQueries:   newRuntimeQueries(fill),
 		migrationQueries: newMigrationQueries(fill),
 		periodicQueries:  newPeriodicQueries(fill),
+		clientQueries:    newClientQueries(fill),
 	}
 }
 
@@ -256,6 +258,7 @@ func filler(schema string) func(string) string {
 		"{leader}", ident("weir_leader"),
 		"{periodic}", ident("weir_periodic"),
 		"{ready}", ident("weir_ready"),
+		"{client}", ident("weir_client"),
 		"{migration}", ident("weir_migration"),
 		"{seq}", ident("weir_job_id_seq"),
 		"{state_bit}", ident("weir_state_bit"),

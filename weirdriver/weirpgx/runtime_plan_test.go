@@ -86,6 +86,8 @@ LATERAL (SELECT CASE
 		{"next expiry", q.jobNextExpiry, []string{"weir_job_running_idx"}, nil},
 		{"schedule", q.jobSchedule, []string{"weir_job_pending_idx"}, []any{100, q.insertChannel}},
 		{"prune", q.jobPrune, []string{"weir_job_finalized_idx"}, []any{cutoff, nil, nil, cutoff, 1000}},
+		// The client registry's count of each client's running jobs.
+		{"client list", q.clientList, []string{"weir_job_running_idx"}, nil},
 	}
 	for _, c := range cases {
 		var plan []byte

@@ -148,6 +148,10 @@ type Client struct {
 
 	// periodic holds Config.PeriodicJobs, checked, by name.
 	periodic map[string]*periodicEntry
+
+	// registryInterval, when set, replaces how often the engine refreshes the
+	// client's registry row (tests; export_test.go).
+	registryInterval time.Duration
 }
 
 // clientState is where a client stands in its one life: a failed Start goes

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirq/weir/internal/completer"
 	"github.com/weirq/weir/internal/lease"
 	"github.com/weirq/weir/internal/listener"
 	"github.com/weirq/weir/internal/maintenance"
+	"github.com/weirq/weir/internal/registry"
 	"github.com/weirq/weir/weirmigrate"
 )
 
@@ -33,6 +35,9 @@ type engine struct {
 	producers map[string]*producer
 	completer *completer.Completer
 	maint     *maintenance.Service
+	registry  *registry.Registry
+	// registryWrites counts the registry's writes (tests read it).
+	registryWrites atomic.Int64
 
 	// claimCtx ends at Stop's first step: producers stop claiming.
 	claimCtx  context.Context
@@ -210,6 +215,14 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		ElectInterval: elect, LeaderTTL: 3 * elect,
 		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,
 		DiscardedRetention: cfg.DiscardedRetention,
+		ClientStaleAfter:   registry.StaleAfter,
+	})
+	queues := make(map[string]int, len(cfg.Queues))
+	for name, qc := range cfg.Queues {
+		queues[name] = qc.MaxWorkers
+	}
+	e.registry = registry.New(registry.Config{
+		Exec: exec, ID: cfg.ID, Queues: queues, Interval: c.registryInterval, Logger: cfg.Logger, Writes: &e.registryWrites,
 	})
 	return e
 }
@@ -232,6 +245,11 @@ func (e *engine) start(ctx context.Context) error {
 		e.events.stopHooks(ctx) // subscriptions stay: Start may be tried again
 		return fmt.Errorf("weir: start maintenance: %w", err)
 	}
+	// The client registers before its first claim, so that the registry knows
+	// it before any job names it in attempted_by; a registration that fails
+	// is logged, and the next refresh tries again.
+	e.registry.Register(ctx)
+	e.services.Go(func() { e.registry.Run(e.serviceCtx) })
 	for _, p := range e.producers {
 		e.producerLoops.Go(func() { p.loop(e.claimCtx) })
 	}

@@ -49,6 +49,7 @@ func TestOperatorCallsOnPartlyMigratedSchema(t *testing.T) {
 				"QueueListEstimated": func() error { _, err := b.client.QueueListEstimated(ctx); return err },
 				"QueuePause":         func() error { return b.client.QueuePause(ctx, "default") },
 				"QueueResume":        func() error { return b.client.QueueResume(ctx, "default") },
+				"ClientList":         func() error { _, err := b.client.ClientList(ctx); return err },
 			}
 			for name, call := range calls {
 				err := call()

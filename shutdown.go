@@ -126,6 +126,10 @@ func (e *engine) shutdown(ctx context.Context, hard bool) error {
 	e.services.Wait()
 	<-e.completerDone
 	e.events.stop(ctx) // hooks drain within the budget; subscriptions close
+	// 7. Leave the client registry, last: its refreshes stopped with the
+	// services, so none writes the row back. Like the resignation it may use
+	// the tail of the budget; a row left behind is forgotten by the leader.
+	e.registry.Remove(whole)
 
 	var problems []string
 	switch abandoned := e.runningJobs(); {

@@ -28,6 +28,8 @@ type childSpec struct {
 	Jobs        int           `json:"jobs"`
 	Workers     int           `json:"workers"`
 	Timeout     time.Duration `json:"timeout"`
+	// Scale, when set, makes it one of W8's worker processes (scale.go).
+	Scale *scaleSpec `json:"scale,omitempty"`
 }
 
 // childResult is what it writes on stdout.
@@ -139,6 +141,9 @@ func RunChild(ctx context.Context, spec string, stdout, stderr io.Writer, system
 	}
 	if sys == nil {
 		return fmt.Errorf("weirbench: worker process for %q, which is not a system here", s.System)
+	}
+	if s.Scale != nil {
+		return runScaleChild(ctx, s, sys, os.Stdin, stdout, stderr)
 	}
 	pool, err := openPool(ctx, s.DatabaseURL, s.App, s.MaxConns)
 	if err != nil {

@@ -51,6 +51,21 @@ type Options struct {
 	// handlers it runs at once.
 	RSSJobs    int `json:"rss_jobs"`
 	RSSWorkers int `json:"rss_workers"`
+	// PressureRate and PressureDuration are W7's offered rate, in jobs/s, and
+	// how long it offers it.
+	PressureRate     int           `json:"pressure_rate"`
+	PressureDuration time.Duration `json:"pressure_duration"`
+	// ScaleJobs is the jobs each W8 drain works down; ScaleProcs the
+	// numbers of worker processes that share it, one run each; ScaleWorkers
+	// the handlers of all of them together. ScaleRate is the rate W8's
+	// mixed load offers for ScaleDuration, worked by ScaleMixedProcs
+	// processes.
+	ScaleJobs       int           `json:"scale_jobs"`
+	ScaleProcs      []int         `json:"scale_procs"`
+	ScaleWorkers    int           `json:"scale_workers"`
+	ScaleRate       int           `json:"scale_rate"`
+	ScaleDuration   time.Duration `json:"scale_duration"`
+	ScaleMixedProcs int           `json:"scale_mixed_procs"`
 	// Timeout bounds each drain; a run that takes longer fails.
 	Timeout time.Duration `json:"timeout"`
 
@@ -72,27 +87,49 @@ type Options struct {
 //	bulk              W4: InsertJobs jobs in bulk inserts of Batch
 //	single1, single8  W4: single inserts from 1 and 8 goroutines
 //	rss               W5: a worker process of RSSWorkers handlers drains RSSJobs jobs
+//	pressure          W7: PressureRate jobs/s for PressureDuration while another
+//	                  transaction holds a snapshot open from the start (Throughput)
+//	pressure-clean    W7 without the snapshot, the baseline it is judged by
+//	scale             W8: ScaleJobs jobs drained by each of ScaleProcs worker
+//	                  processes at once, ScaleWorkers handlers among them
+//	scale-mixed       W8: ScaleRate jobs/s for ScaleDuration, worked by
+//	                  ScaleMixedProcs worker processes
 func Workloads() []string {
-	return []string{"drain", "mixed", "latency", "latency-defaults", "bulk", "single1", "single8", "rss"}
+	return []string{"drain", "mixed", "latency", "latency-defaults", "bulk", "single1", "single8", "rss",
+		"pressure", "pressure-clean", "scale", "scale-mixed"}
 }
 
-// DefaultOptions returns the benchmark specification's sizes and every workload.
+// longWorkloads are the workloads DefaultOptions leaves out, asked for by
+// name: W7 runs for PressureDuration (10 minutes) per round and system, and
+// W8 starts worker processes of its own.
+var longWorkloads = []string{"pressure", "pressure-clean", "scale", "scale-mixed"}
+
+// DefaultOptions returns the benchmark specification's sizes and every workload
+// but the long ones (W7), which are asked for by name.
 func DefaultOptions() Options {
 	return Options{
-		Workloads:       Workloads(),
-		Rounds:          3,
-		MaxConns:        20,
-		DrainJobs:       200_000,
-		Batch:           5_000,
-		InsertJobs:      200_000,
-		InsertDuration:  10 * time.Second,
-		MixedRates:      []int{2_000, 5_000, 10_000},
-		MixedDuration:   30 * time.Second,
-		LatencyRate:     1_000,
-		LatencyDuration: 30 * time.Second,
-		RSSJobs:         1_000_000,
-		RSSWorkers:      2_000,
-		Timeout:         10 * time.Minute,
+		Workloads:        slices.DeleteFunc(Workloads(), func(w string) bool { return slices.Contains(longWorkloads, w) }),
+		Rounds:           3,
+		MaxConns:         20,
+		DrainJobs:        200_000,
+		Batch:            5_000,
+		InsertJobs:       200_000,
+		InsertDuration:   10 * time.Second,
+		MixedRates:       []int{2_000, 5_000, 10_000},
+		MixedDuration:    30 * time.Second,
+		LatencyRate:      1_000,
+		LatencyDuration:  30 * time.Second,
+		RSSJobs:          1_000_000,
+		RSSWorkers:       2_000,
+		PressureRate:     5_000,
+		PressureDuration: 10 * time.Minute,
+		ScaleJobs:        400_000,
+		ScaleProcs:       []int{1, 2, 4},
+		ScaleWorkers:     1_000,
+		ScaleRate:        20_000,
+		ScaleDuration:    30 * time.Second,
+		ScaleMixedProcs:  4,
+		Timeout:          10 * time.Minute,
 	}
 }
 
@@ -113,6 +150,14 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LatencyDuration, "latency-duration", o.LatencyDuration, "how long each W3 run offers its rate")
 	fs.IntVar(&o.RSSJobs, "rss-jobs", o.RSSJobs, "`N` jobs drained by W5's worker process")
 	fs.IntVar(&o.RSSWorkers, "rss-workers", o.RSSWorkers, "`N` handlers at once in W5's worker process")
+	fs.IntVar(&o.PressureRate, "pressure-rate", o.PressureRate, "`rate` in jobs/s that W7 offers")
+	fs.DurationVar(&o.PressureDuration, "pressure-duration", o.PressureDuration, "how long each W7 run offers its rate")
+	fs.IntVar(&o.ScaleJobs, "scale-jobs", o.ScaleJobs, "`N` jobs each W8 drain works down")
+	fs.Var((*intList)(&o.ScaleProcs), "scale-procs", "comma-separated `counts` of worker processes that share a W8 drain, one run each")
+	fs.IntVar(&o.ScaleWorkers, "scale-workers", o.ScaleWorkers, "`N` handlers of all W8 worker processes together")
+	fs.IntVar(&o.ScaleRate, "scale-rate", o.ScaleRate, "`rate` in jobs/s that W8's mixed load offers")
+	fs.DurationVar(&o.ScaleDuration, "scale-duration", o.ScaleDuration, "how long W8's mixed load offers its rate")
+	fs.IntVar(&o.ScaleMixedProcs, "scale-mixed-procs", o.ScaleMixedProcs, "`N` worker processes that work W8's mixed load")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up a drain after this long")
 }
 
@@ -132,7 +177,9 @@ func (o *Options) Validate() error {
 	}{
 		{"rounds", o.Rounds, 1}, {"max-conns", o.MaxConns, 2}, {"drain-jobs", o.DrainJobs, 1},
 		{"batch", o.Batch, 1}, {"insert-jobs", o.InsertJobs, 1}, {"latency-rate", o.LatencyRate, 1},
-		{"rss-jobs", o.RSSJobs, 1}, {"rss-workers", o.RSSWorkers, 1},
+		{"rss-jobs", o.RSSJobs, 1}, {"rss-workers", o.RSSWorkers, 1}, {"pressure-rate", o.PressureRate, 1},
+		{"scale-jobs", o.ScaleJobs, 1}, {"scale-workers", o.ScaleWorkers, 1}, {"scale-rate", o.ScaleRate, 1},
+		{"scale-mixed-procs", o.ScaleMixedProcs, 1},
 	} {
 		if c.v < c.least {
 			return fmt.Errorf("--%s must be at least %d, got %d", c.flag, c.least, c.v)
@@ -151,7 +198,7 @@ func (o *Options) Validate() error {
 		v    time.Duration
 	}{
 		{"insert-duration", o.InsertDuration}, {"mixed-duration", o.MixedDuration},
-		{"latency-duration", o.LatencyDuration}, {"timeout", o.Timeout},
+		{"latency-duration", o.LatencyDuration}, {"pressure-duration", o.PressureDuration}, {"scale-duration", o.ScaleDuration}, {"timeout", o.Timeout},
 	} {
 		if c.v <= 0 {
 			return fmt.Errorf("--%s must be positive, got %s", c.flag, c.v)
@@ -162,6 +209,20 @@ func (o *Options) Validate() error {
 		if float64(r)*o.MixedDuration.Seconds() > maxOffered {
 			return fmt.Errorf("--mixed-rates: %d jobs/s for %s is more than %d jobs", r, o.MixedDuration, int(maxOffered))
 		}
+	}
+	if len(o.ScaleProcs) == 0 {
+		return errors.New("--scale-procs: no count given")
+	}
+	for _, n := range append(slices.Clone(o.ScaleProcs), o.ScaleMixedProcs) {
+		if n < 1 || n > 16 {
+			return fmt.Errorf("--scale-procs, --scale-mixed-procs: %d worker processes is outside 1..16", n)
+		}
+	}
+	if float64(o.ScaleRate)*o.ScaleDuration.Seconds() > maxOffered {
+		return fmt.Errorf("--scale-rate: %d jobs/s for %s is more than %d jobs", o.ScaleRate, o.ScaleDuration, int(maxOffered))
+	}
+	if float64(o.PressureRate)*o.PressureDuration.Seconds() > maxOffered {
+		return fmt.Errorf("--pressure-rate: %d jobs/s for %s is more than %d jobs", o.PressureRate, o.PressureDuration, int(maxOffered))
 	}
 	if float64(o.LatencyRate)*o.LatencyDuration.Seconds() > maxOffered {
 		return fmt.Errorf("--latency-rate: %d jobs/s for %s is more than %d jobs", o.LatencyRate, o.LatencyDuration, int(maxOffered))

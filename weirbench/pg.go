@@ -182,3 +182,21 @@ func countRows(ctx context.Context, admin *pgxpool.Pool, table, where string) (i
 	}
 	return n, nil
 }
+
+// schemaSizes returns the sizes in bytes of the heaps (with TOAST, free space
+// and visibility maps) and of the indexes of every table in schema, and their
+// dead tuples, after flushing this session's statistics.
+func schemaSizes(ctx context.Context, admin *pgxpool.Pool, schema string) (heap, indexes, dead int64, err error) {
+	if _, err := admin.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil && !isUndefinedFunction(err) {
+		return 0, 0, 0, fmt.Errorf("flush statistics: %w", err)
+	}
+	err = admin.QueryRow(ctx, `SELECT coalesce(sum(pg_table_size(c.oid)), 0)::bigint,
+		coalesce(sum(pg_indexes_size(c.oid)), 0)::bigint,
+		coalesce(sum(pg_stat_get_dead_tuples(c.oid)), 0)::bigint
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind = 'r'`, schema).Scan(&heap, &indexes, &dead)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("read sizes of schema %s: %w", schema, err)
+	}
+	return heap, indexes, dead, nil
+}

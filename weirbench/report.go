@@ -43,6 +43,11 @@ type Figure struct {
 	// Plot is the plot row that shows it: "throughput", "latency", "cost", or ""
 	// for none.
 	Plot string `json:"plot"`
+	// Series and At place a figure in a series over time, which WriteSeriesSVG
+	// plots as a line per system: the series' name ("W7 snapshot held pickup
+	// p99") and the seconds into the run at which the figure was taken.
+	Series string  `json:"series,omitempty"`
+	At     float64 `json:"at,omitempty"`
 	// Values holds each system's values, one per round, by system name.
 	Values map[string][]float64 `json:"values"`
 }
@@ -163,6 +168,10 @@ func sizes(o Options) string {
 	add([]string{"bulk"}, "W4 %s jobs in batches of %s", group(int64(o.InsertJobs)), group(int64(o.Batch)))
 	add([]string{"single1", "single8"}, "W4 single inserts for %s", o.InsertDuration)
 	add([]string{"rss"}, "W5 %s jobs, %s handlers", group(int64(o.RSSJobs)), group(int64(o.RSSWorkers)))
+	add([]string{"scale"}, "W8 %s jobs by %s processes, %s handlers among them", group(int64(o.ScaleJobs)),
+		strings.Trim(strings.Join(strings.Fields(fmt.Sprint(o.ScaleProcs)), "/"), "[]"), group(int64(o.ScaleWorkers)))
+	add([]string{"scale-mixed"}, "W8 %s jobs/s for %s by %d processes", group(int64(o.ScaleRate)), o.ScaleDuration, o.ScaleMixedProcs)
+	add([]string{"pressure", "pressure-clean"}, "W7 %s jobs/s for %s, bulk inserts every %s", group(int64(o.PressureRate)), o.PressureDuration, mixedTick)
 	return strings.Join(parts, "; ")
 }
 

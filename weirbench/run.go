@@ -23,6 +23,9 @@ type bench struct {
 	p      *progress
 	logger *slog.Logger
 	tag    string // names the current run in status lines: "W1 drain 2/3 weir"
+	// lastRec is the recorder of the latest offered run, for W7's figures by
+	// step.
+	lastRec *recorder
 }
 
 // A workload runs once on one system and returns its figures.
@@ -37,14 +40,20 @@ func (b *bench) workloads() []workload {
 	for _, rate := range b.o.MixedRates {
 		ws = append(ws, workload{"mixed", "W2 " + group(int64(rate)) + "/s", b.mixed(rate)})
 	}
-	return append(ws,
+	ws = append(ws,
 		workload{"latency", "W3 latency", b.latency(Latency)},
 		workload{"latency-defaults", "W3 latency, defaults", b.latency(Defaults)},
 		workload{"bulk", "W4 bulk", b.bulk},
 		workload{"single1", "W4 single x1", b.singles(1)},
 		workload{"single8", "W4 single x8", b.singles(8)},
 		workload{"rss", "W5 peak RSS", b.rss},
+		workload{"pressure", "W7 snapshot held", b.pressure(true)},
+		workload{"pressure-clean", "W7 clean", b.pressure(false)},
 	)
+	for _, n := range b.o.ScaleProcs {
+		ws = append(ws, workload{"scale", fmt.Sprintf("W8 drain ×%d", n), b.scaleDrain(n)})
+	}
+	return append(ws, workload{"scale-mixed", "W8 mixed", b.scaleMixed})
 }
 
 // Run runs the chosen workloads on each system, alternating the systems round
@@ -58,8 +67,10 @@ func Run(ctx context.Context, o Options, systems ...System) (*Report, error) {
 	if len(systems) == 0 {
 		return nil, errors.New("weirbench: no system to run")
 	}
-	if slices.Contains(o.Workloads, "rss") && len(o.ChildCommand) == 0 {
-		return nil, errors.New("weirbench: the rss workload needs Options.ChildCommand")
+	for _, w := range []string{"rss", "scale", "scale-mixed"} {
+		if slices.Contains(o.Workloads, w) && len(o.ChildCommand) == 0 {
+			return nil, fmt.Errorf("weirbench: the %s workload needs Options.ChildCommand", w)
+		}
 	}
 	p := newProgress(o.Progress)
 	defer p.Clear()
@@ -149,6 +160,13 @@ func (b *bench) withClient(ctx context.Context, sys System, cfg ClientConfig, fn
 		}
 		if err := reset(ctx, b.admin, sys.JobTable()); err != nil {
 			return err
+		}
+		if r, ok := sys.(interface{ ResetTables() []string }); ok {
+			for _, t := range r.ResetTables() {
+				if err := reset(ctx, b.admin, t); err != nil {
+					return err
+				}
+			}
 		}
 		return fn(c)
 	}()

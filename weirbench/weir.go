@@ -60,6 +60,12 @@ func (s *weirSystem) JobTable() string {
 	return pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()
 }
 
+// ResetTables adds the ready list, which holds a row per available job, to
+// what each run empties.
+func (s *weirSystem) ResetTables() []string {
+	return []string{pgx.Identifier{s.cfg.Schema, "weir_ready"}.Sanitize()}
+}
+
 // defaultWorkers is the number of handlers of Latency and Defaults; weir has
 // no default, and 100 is River's.
 const defaultWorkers = 100
@@ -70,6 +76,11 @@ func (s *weirSystem) queue(set Settings, maxWorkers int) weir.QueueConfig {
 		q = weir.QueueConfig{MaxWorkers: s.cfg.MaxWorkers, Prefetch: s.cfg.Prefetch}
 	}
 	if maxWorkers > 0 {
+		// Fewer handlers than the settings' (a W8 worker process's share)
+		// prefetch as much fewer jobs.
+		if set == Throughput && q.Prefetch > 0 && maxWorkers < q.MaxWorkers {
+			q.Prefetch = max(q.Prefetch*maxWorkers/q.MaxWorkers, 1)
+		}
 		q.MaxWorkers = maxWorkers
 	}
 	return q
@@ -165,3 +176,7 @@ func (w *weirClient) Stop(ctx context.Context) error { return w.c.Stop(ctx) }
 // String gives the runtime's counters: claims, stale writes and lost leases
 // explain a slow run.
 func (w *weirClient) String() string { return fmt.Sprintf("%+v", w.c.Stats()) }
+
+// Claims counts the claim statements the client ran, for W8's claims per
+// second.
+func (w *weirClient) Claims() int64 { return w.c.Stats().Claims }

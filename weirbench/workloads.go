@@ -218,14 +218,26 @@ type offered struct {
 	pickups             []float64 // ms, sorted
 	completedAll        int64     // once the client stopped
 	dead                int64     // dead tuples left then
+	start               int64     // ns after epoch at which the offer began
+	// step and marks, when step is set: the client's completed count at
+	// each step of the offer, the first at step after its start.
+	step  time.Duration
+	marks []int64
 }
 
 // producer inserts jobs into c at rate from start to deadline, recording in rec.
 type producer func(ctx context.Context, c Client, rec *recorder, rate int, start, deadline time.Time) error
 
 func (b *bench) offer(ctx context.Context, sys System, set Settings, rate int, d time.Duration, produce producer) (offered, error) {
+	return b.offerStepped(ctx, sys, set, rate, d, 0, produce)
+}
+
+// offerStepped is offer, recording the completed count every step (none when
+// step is zero).
+func (b *bench) offerStepped(ctx context.Context, sys System, set Settings, rate int, d, step time.Duration, produce producer) (offered, error) {
 	rec := newRecorder(int(float64(rate)*d.Seconds()) + rate + b.o.Batch)
-	var o offered
+	o := offered{step: step}
+	b.lastRec = rec
 	err := b.withClient(ctx, sys, ClientConfig{Work: true, Settings: set, OnStart: rec.start}, func(c Client) error {
 		if err := execSQL(ctx, b.admin, "CHECKPOINT"); err != nil {
 			return err
@@ -270,6 +282,7 @@ func (b *bench) offer(ctx context.Context, sys System, set Settings, rate int, d
 // o's counts at the end of the offer.
 func (b *bench) watchOffer(ctx context.Context, c Client, rec *recorder, rate int, d time.Duration, produce producer, o *offered) error {
 	start := time.Now()
+	o.start = since()
 	deadline := start.Add(d)
 	prodCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -284,6 +297,9 @@ func (b *bench) watchOffer(ctx context.Context, c Client, rec *recorder, rate in
 		select {
 		case <-end.C:
 			o.completed, o.elapsed = c.Completed(), time.Since(start)
+			for o.step > 0 && time.Duration(len(o.marks)+1)*o.step <= d {
+				o.marks = append(o.marks, o.completed)
+			}
 			if !finished {
 				if err := <-done; err != nil {
 					return err
@@ -298,6 +314,9 @@ func (b *bench) watchOffer(ctx context.Context, c Client, rec *recorder, rate in
 			}
 			finished, done = true, nil
 		case <-tick.C:
+			if o.step > 0 && time.Since(start) >= time.Duration(len(o.marks)+1)*o.step {
+				o.marks = append(o.marks, c.Completed())
+			}
 			b.status("%.0f of %.0f s, %s inserted, %s completed", time.Since(start).Seconds(), d.Seconds(),
 				group(rec.inserted.Load()), group(c.Completed()))
 		}

@@ -3,6 +3,7 @@ package weirdriver
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -92,6 +93,59 @@ func CheckLeaderElect(p *LeaderElectParams) error {
 		return fmt.Errorf("ttl %v is less than 1µs", p.TTL)
 	}
 	return nil
+}
+
+// CheckClientID checks a registry row's client id.
+func CheckClientID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("client id is empty")
+	case len(id) > MaxClientIDBytes:
+		return fmt.Errorf("client id is %d bytes long; the limit is %d", len(id), MaxClientIDBytes)
+	}
+	return nil
+}
+
+// CheckClientRegister checks a registry row.
+func CheckClientRegister(p *ClientRegisterParams) error {
+	if err := CheckClientID(p.ID); err != nil {
+		return err
+	}
+	switch {
+	case len(p.Host) > MaxClientHostBytes:
+		return fmt.Errorf("client %s: host is %d bytes long; the limit is %d", p.ID, len(p.Host), MaxClientHostBytes)
+	case p.PID < 0 || p.PID > math.MaxInt32:
+		return fmt.Errorf("client %s: pid %d is out of range 0..%d", p.ID, p.PID, math.MaxInt32)
+	case len(p.Version) > MaxClientVersionBytes:
+		return fmt.Errorf("client %s: version is %d bytes long; the limit is %d", p.ID, len(p.Version), MaxClientVersionBytes)
+	case len(p.Queues) > MaxClientQueues:
+		return fmt.Errorf("client %s: %d queues; the limit is %d", p.ID, len(p.Queues), MaxClientQueues)
+	case !p.StartedAt.IsZero() && !TimeInRange(p.StartedAt):
+		return fmt.Errorf("client %s: started-at %s is outside the years 1..9999", p.ID, p.StartedAt.Format(time.RFC3339Nano))
+	}
+	seen := make(map[string]bool, len(p.Queues))
+	for _, q := range p.Queues {
+		switch {
+		case q.Name == "":
+			return fmt.Errorf("client %s: a queue name is empty", p.ID)
+		case len(q.Name) > maxQueueNameBytes:
+			return fmt.Errorf("client %s: queue name is %d bytes long; the limit is %d", p.ID, len(q.Name), maxQueueNameBytes)
+		case seen[q.Name]:
+			return fmt.Errorf("client %s: queue %q appears twice", p.ID, q.Name)
+		case q.MaxWorkers < 1:
+			return fmt.Errorf("client %s: queue %q: max workers %d is less than 1", p.ID, q.Name, q.MaxWorkers)
+		}
+		seen[q.Name] = true
+	}
+	return nil
+}
+
+// CheckClientPrune checks a prune of stale registry rows.
+func CheckClientPrune(p *ClientPruneParams) error {
+	if p.StaleAfter < time.Microsecond {
+		return fmt.Errorf("stale-after %v is less than 1µs", p.StaleAfter)
+	}
+	return checkLimit(p.Limit)
 }
 
 // The range of times weir stores: years 1 to 9999, UTC, which RFC 3339 (and so

@@ -288,6 +288,22 @@ type Executor interface {
 	// it was; a schedule the leader declares is refused with ErrPeriodicDeclared.
 	PeriodicDelete(ctx context.Context, name string) (*weirtype.PeriodicRow, error)
 
+	// ClientRegister writes client p.ID's row in the client registry, or
+	// replaces it: every field as given, heartbeat_at now and started_at
+	// p.StartedAt (now when zero), by the database clock. It returns the
+	// row's started_at.
+	ClientRegister(ctx context.Context, p *ClientRegisterParams) (time.Time, error)
+	// ClientDelete deletes client id's row; a row that is not there is no
+	// error.
+	ClientDelete(ctx context.Context, id string) error
+	// ClientList returns every registered client by id, each with the count
+	// of running jobs whose attempted_by is its id (HeldLeases).
+	ClientList(ctx context.Context) ([]*weirtype.ClientRow, error)
+	// ClientPrune deletes up to p.Limit rows whose heartbeat is older than
+	// p.StaleAfter, oldest first, skipping rows a refresh holds locked, and
+	// returns how many it deleted.
+	ClientPrune(ctx context.Context, p *ClientPruneParams) (int, error)
+
 	// Begin starts a transaction, or a savepoint inside one.
 	Begin(ctx context.Context) (ExecutorTx, error)
 }

@@ -163,3 +163,37 @@ type Listener interface {
 	// Close stops listening and closes the connection. It is safe to call twice.
 	Close(ctx context.Context) error
 }
+
+// ReadyCompacter is an Executor whose claims walk a ready list kept apart from
+// the job table, which the maintenance leader compacts now and then (the
+// PostgreSQL driver: docs/storage.md in weir's repository). Executors without
+// one need no compaction.
+type ReadyCompacter interface {
+	// ReadyCompact empties each segment of the ready list whose rows are
+	// mostly gone, moving the rest to another segment first. A segment another
+	// transaction holds locked is left for a later call.
+	ReadyCompact(ctx context.Context, params *ReadyCompactParams) (ReadyCompactResult, error)
+}
+
+// ReadyCompactParams say what ReadyCompact does besides its usual compaction.
+type ReadyCompactParams struct {
+	// Repair adds a row for each available job that has none.
+	Repair bool
+	// Every compacts every segment, whatever its statistics say, the one
+	// being written to as well: for tests, and for an operator who wants the
+	// list small at once.
+	Every bool
+}
+
+// ReadyCompactResult says what a ReadyCompact call did.
+type ReadyCompactResult struct {
+	// Compacted counts the segments emptied.
+	Compacted int
+	// Moved counts the rows of available jobs moved out of them.
+	Moved int
+	// Busy counts the segments due for compaction that another transaction
+	// held locked.
+	Busy int
+	// Repaired counts the rows added for available jobs that had none.
+	Repaired int
+}

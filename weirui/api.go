@@ -40,6 +40,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /api/v1/periodic", h.apiPeriodic)
 	m.HandleFunc("POST /api/v1/periodic/{name}/{action}", h.apiPeriodicAction)
 	m.HandleFunc("GET /api/v1/leader", h.apiLeader)
+	m.HandleFunc("GET /api/v1/clients", h.apiClients)
 	for _, p := range []string{"/api/v1/jobs/{id}/{action}", "/api/v1/queues/{name}/{action}", "/api/v1/periodic/{name}/{action}"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", "POST")
@@ -60,6 +61,7 @@ func (h *handler) routes() {
 	m.HandleFunc("POST /queues/{name}/{action}", h.pageQueueAction)
 	m.HandleFunc("GET /periodic", h.pagePeriodic)
 	m.HandleFunc("POST /periodic/{name}/{action}", h.pagePeriodicAction)
+	m.HandleFunc("GET /clients", h.pageClients)
 	m.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
 	if h.opts.Metrics != nil {
 		m.Handle("GET /metrics", h.opts.Metrics)
@@ -608,4 +610,16 @@ func (h *handler) apiLeader(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, l)
+}
+
+func (h *handler) apiClients(w http.ResponseWriter, r *http.Request) {
+	rows, err := h.client.ClientList(r.Context())
+	if err != nil {
+		h.apiFail(w, r, err)
+		return
+	}
+	if rows == nil {
+		rows = []*weir.ClientRow{} // [], not null
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"clients": rows})
 }

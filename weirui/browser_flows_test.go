@@ -24,6 +24,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtest"
 )
 
@@ -169,7 +170,7 @@ func (tb *tab) waitFor(what, js string, within time.Duration) {
 
 // TestBrowserFlows drives Chromium through an operator's day: the overview,
 // a filtered job list, a job's page and its Retry, a queue's pause and
-// resume, a bulk cancel by filter with its confirmation, a job that appears
+// resume, the clients page from the navigation, a bulk cancel by filter with its confirmation, a job that appears
 // on the list without a reload; and a viewer refused a change.
 func TestBrowserFlows(t *testing.T) {
 	t.Parallel()
@@ -189,6 +190,11 @@ func TestBrowserFlows(t *testing.T) {
 	}
 	if failed.Job.State != weir.JobStateDiscarded {
 		t.Fatalf("the failing job is %s", failed.Job.State)
+	}
+	if _, err := e.driver.Executor().ClientRegister(t.Context(), &weirdriver.ClientRegisterParams{
+		ID: "web-7", Host: "h7", PID: 7, Queues: []weir.ClientQueue{{Name: "mail", MaxWorkers: 4}},
+	}); err != nil {
+		t.Fatal(err)
 	}
 	b := newBrowser(t, path, "otto", operatorPassword)
 	u := e.srv.URL
@@ -232,6 +238,13 @@ func TestBrowserFlows(t *testing.T) {
 	b.waitFor("pause button", `document.querySelector('form[action$="/queues/mail/pause"]') !== null`, 20*time.Second)
 	if e.paused(t, "mail") {
 		t.Error("mail is paused after Resume")
+	}
+
+	// The clients page, reached from the navigation, lists the registry.
+	b.do(chromedp.Navigate(u+"/"), chromedp.Click(chromedp.CSS(`nav a[href="/clients"]`)))
+	b.waitFor("clients page", `location.pathname === "/clients" && document.querySelector("#live tbody tr") !== null`, 20*time.Second)
+	if got := b.text("#live tbody"); !strings.Contains(got, "web-7") || !strings.Contains(got, "mail (4)") {
+		t.Errorf("clients page's table: %q", got)
 	}
 
 	// Bulk cancel by filter, through the confirmation.

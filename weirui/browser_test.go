@@ -130,7 +130,7 @@ func TestBrowser(t *testing.T) {
 
 	// On a phone's width, no page scrolls sideways: wide tables scroll in
 	// their own box.
-	for _, p := range []string{"/", "/jobs", "/jobs/" + strconv.FormatInt(failed.Job.ID, 10), "/queues", "/periodic"} {
+	for _, p := range []string{"/", "/jobs", "/jobs/" + strconv.FormatInt(failed.Job.ID, 10), "/queues", "/periodic", "/clients"} {
 		do(chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.srv.URL+p))
 		if width := eval(`document.documentElement.scrollWidth`); width > 390 {
 			t.Errorf("%s is %v px wide on a 390 px screen", p, width)

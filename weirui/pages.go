@@ -34,6 +34,7 @@ func staticHandler() http.Handler {
 
 var funcs = template.FuncMap{
 	"since":     since,
+	"ago":       ago,
 	"time":      fmtTime,
 	"ptime":     fmtPTime,
 	"pretty":    pretty,
@@ -53,7 +54,7 @@ var funcs = template.FuncMap{
 // pages holds one template set per page, each with the layout.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"overview", "jobs", "job", "queues", "periodic", "error", "done", "bulk"} {
+	for _, name := range []string{"overview", "jobs", "job", "queues", "periodic", "clients", "error", "done", "bulk"} {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).
 			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
@@ -69,6 +70,19 @@ func since(t time.Time) string {
 		return "in " + (-d).String()
 	}
 	return d.String()
+}
+
+// ago says how long ago t was, for a time the database wrote: "just now"
+// when the dashboard's clock is behind the database's.
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t).Round(time.Second)
+	if d <= 0 {
+		return "just now"
+	}
+	return d.String() + " ago"
 }
 
 func fmtTime(t time.Time) string {
@@ -359,4 +373,29 @@ func (h *handler) pagePeriodicAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, info(r).base+"/periodic", http.StatusSeeOther)
+}
+
+type clientsBody struct {
+	Clients []*weir.ClientRow
+	Leader  *leaderJSON
+	// LeaderListed is set when the leader is among Clients.
+	LeaderListed bool
+}
+
+func (h *handler) pageClients(w http.ResponseWriter, r *http.Request) {
+	rows, err := h.client.ClientList(r.Context())
+	if err != nil {
+		h.pageFail(w, r, err)
+		return
+	}
+	leader, err := h.leader(r.Context())
+	if err != nil {
+		h.pageFail(w, r, err)
+		return
+	}
+	body := &clientsBody{Clients: rows, Leader: leader}
+	for _, c := range rows {
+		body.LeaderListed = body.LeaderListed || c.ID == leader.ID
+	}
+	h.render(w, r, http.StatusOK, "clients", "Clients", body)
 }

@@ -1,7 +1,8 @@
 // Package weirui is weir's operations dashboard: HTML pages and a JSON API
 // (under /api/v1/) over a weir.Client's operator calls, to list and inspect
 // jobs, retry, cancel or delete them one by one or by filter, see the last
-// hour's throughput, pause and resume queues, and steer periodic schedules.
+// hour's throughput, pause and resume queues, steer periodic schedules, and
+// see the running clients (the client registry) and the maintenance leader.
 // NewHandler returns an http.Handler that may be mounted under any path prefix
 // (with http.StripPrefix); `weir serve` runs it alone.
 //

@@ -256,8 +256,8 @@ func TestUnauthenticatedRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil, nil)
 	job := e.insert(t, textArgs{Text: "a"}, nil)
-	for _, path := range []string{"/", "/jobs", "/jobs/" + strconv.FormatInt(job.ID, 10), "/queues", "/periodic",
-		"/api/v1/jobs", "/api/v1/queues", "/api/v1/session", "/static/style.css"} {
+	for _, path := range []string{"/", "/jobs", "/jobs/" + strconv.FormatInt(job.ID, 10), "/queues", "/periodic", "/clients",
+		"/api/v1/jobs", "/api/v1/queues", "/api/v1/session", "/api/v1/clients", "/static/style.css"} {
 		for name, c := range map[string]cred{
 			"none": noCred, "bad token": bearer("nope"), "bad password": basic("otto", "wrong"),
 			"unknown user": basic("nobody", operatorPassword), "other scheme": func(r *http.Request) { r.Header.Set("Authorization", "Digest x") },

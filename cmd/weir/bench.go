@@ -47,6 +47,20 @@ a table of what it measured: the median of the rounds and their range.
     rss        W5: a worker process of its own (weir bench re-executed) with
                --rss-workers handlers drains --rss-jobs jobs; its peak RSS
 
+Run only when named in --workloads:
+
+    pressure   W7: --pressure-rate jobs/s for --pressure-duration while another
+               session holds a REPEATABLE READ snapshot open; completed/s,
+               pickup latency, and each by tenth of the run (--series-plot)
+    pressure-clean
+               W7 without the snapshot, its baseline
+    scale      W8: --scale-jobs jobs drained by each count of --scale-procs
+               worker processes (weir bench re-executed) at once, sharing
+               --scale-workers handlers and --max-conns connections
+    scale-mixed
+               W8: --scale-rate jobs/s for --scale-duration, worked by
+               --scale-mixed-procs worker processes
+
 W1 also gives WAL bytes and dead tuples per job and the table's size after a
 VACUUM; W2 gives WAL bytes and dead tuples per job too. bench/README.md in
 weir's repository says how each figure is measured.
@@ -72,6 +86,7 @@ type benchOpts struct {
 	maxWorkers         int
 	prefetch           int
 	jsonPath, plotPath string
+	seriesPath         string
 	bench              weirbench.Options
 	// startPgBouncer and pollOnly: bench through a PgBouncer it starts, with
 	// poll-only clients (docs/poolers.md).
@@ -92,6 +107,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.pollOnly, "poll-only", false, "weir's clients poll and listen for nothing (Config.PollOnly), with FetchPollInterval 100ms as docs/poolers.md advises")
 	fs.StringVar(&o.jsonPath, "json", "", "also write every round's figures to `FILE` as JSON")
 	fs.StringVar(&o.plotPath, "plot", "", "also write a plot of the figures to `FILE` as SVG")
+	fs.StringVar(&o.seriesPath, "series-plot", "", "also write a plot of the figures taken over time (W7) to `FILE` as SVG")
 	return fs, o
 }
 
@@ -170,7 +186,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		for _, out := range []struct {
 			path  string
 			write func(io.Writer) error
-		}{{o.jsonPath, rep.WriteJSON}, {o.plotPath, rep.WriteSVG}} {
+		}{{o.jsonPath, rep.WriteJSON}, {o.plotPath, rep.WriteSVG}, {o.seriesPath, rep.WriteSeriesSVG}} {
 			if out.path != "" {
 				if werr := weirbench.WriteFile(out.path, out.write); werr != nil {
 					err = errors.Join(err, werr)

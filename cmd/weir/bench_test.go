@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"io"
@@ -102,7 +103,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	jsonPath, plotPath := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.svg")
 	args := []string{"bench", "--database-url", dbtest.URL(), "--schema", schema,
-		"--workloads", strings.Join(weirbench.Workloads(), ","),
+		"--workloads", strings.Join(weirbench.DefaultOptions().Workloads, ",") + ",latency-defaults",
 		"--drain-jobs", "500", "--insert-jobs", "1000", "--batch", "250", "--insert-duration", "300ms",
 		"--mixed-rates", "200", "--mixed-duration", "1s", "--latency-rate", "200", "--latency-duration", "1s",
 		"--rss-jobs", "500", "--rss-workers", "50", "--max-conns", "5",
@@ -178,6 +179,38 @@ func TestBenchEndToEnd(t *testing.T) {
 		} else if err != nil {
 			t.Fatalf("the plot is not well-formed: %v", err)
 		}
+	}
+
+	// The long workloads, tiny: W7 with its snapshot held, W8 with worker
+	// processes of weir bench itself, and the plot over time.
+	seriesPath := filepath.Join(dir, "series.svg")
+	r = b.run(t, nil, "bench", "--database-url", dbtest.URL(), "--schema", schema, "--max-conns", "8",
+		"--workloads", "pressure,pressure-clean,scale,scale-mixed", "--batch", "100",
+		"--pressure-rate", "200", "--pressure-duration", "1s", "--scale-jobs", "300", "--scale-procs", "1,2",
+		"--scale-workers", "20", "--scale-rate", "200", "--scale-duration", "1s", "--series-plot", seriesPath)
+	if r.code != 0 {
+		t.Fatalf("weir bench of the long workloads failed: %v", r)
+	}
+	for _, s := range []string{"W7 snapshot held pickup p99, ms", "W7 clean completed, jobs/s", "W7 snapshot held, 1s pickup p99, ms",
+		"W8 drain by 1 process, jobs/s", "W8 drain by 2 processes, jobs/s", "W8 drain by 2 processes claims, per s",
+		"W8 200/s by 4 processes pickup p99, ms"} {
+		if !strings.Contains(r.stdout, "\n"+s+" ") {
+			t.Errorf("the table has no row %q:\n%s", s, r.stdout)
+		}
+	}
+	series, err := os.ReadFile(seriesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dec := xml.NewDecoder(bytes.NewReader(series)); ; {
+		if _, err := dec.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("the plot over time is not well-formed: %v", err)
+		}
+	}
+	if !strings.Contains(string(series), "W7 snapshot held pickup p99") {
+		t.Errorf("the plot over time has no W7 pickup p99:\n%s", series)
 	}
 
 	// A second run reuses the schema, which is now the benchmark's.

@@ -58,6 +58,7 @@ func commands() []*command {
 		jobsCommand,
 		queuesCommand,
 		periodicCommand,
+		clientsCommand,
 		serveCommand,
 		benchCommand,
 		soakCommand,

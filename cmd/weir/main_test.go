@@ -154,14 +154,21 @@ func wantStatus(state string) []string {
 	return rows
 }
 
-// migrateUp migrates schema with the library.
-func migrateUp(t *testing.T, schema string) {
+// driverOn returns a driver on schema, on a pool of the test's own, for tests
+// that write what weir's clients would.
+func driverOn(t *testing.T, schema string) *weirpgx.Driver {
 	t.Helper()
 	d, err := weirpgx.New(dbtest.Pool(t, nil), &weirpgx.Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
+	return d
+}
+
+// migrateUp migrates schema with the library.
+func migrateUp(t *testing.T, schema string) {
+	t.Helper()
+	if _, err := weirmigrate.New(driverOn(t, schema)).Up(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
 }

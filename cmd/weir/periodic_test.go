@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver"
-	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirtype"
 )
 
@@ -16,10 +14,7 @@ import (
 func TestPeriodic(t *testing.T) {
 	t.Parallel()
 	schema, weir := migrated(t)
-	d, err := weirpgx.New(dbtest.Pool(t, nil), &weirpgx.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := driverOn(t, schema)
 	r := weir(t, "periodic", "list")
 	wantOK(t, r)
 	if r.stdout != "no periodic jobs\n" {

@@ -119,6 +119,7 @@ func TestNotMigrated(t *testing.T) {
 		{"queues", "list"},
 		{"queues", "pause", "default"},
 		{"queues", "resume", "default"},
+		{"clients", "list"},
 	}
 	for _, args := range commands {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

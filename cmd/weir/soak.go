@@ -63,6 +63,9 @@ of its interval:
                its standby, rebuild the old primary as the new standby (needs
                --start-postgres, which then starts a primary and a --standby
                standby; everything connects through their multi-host URL)
+    snapshot   every --snapshot-every, a session of its own holds a REPEATABLE
+               READ snapshot open for --snapshot-for (VACUUM then removes
+               nothing: claims must stay fast, docs/storage.md)
     overrun    1% of jobs outlast their timeout on the first attempt
     stubborn   0.5% of jobs ignore cancellation (and their timeout) for up to
                three stop budgets
@@ -115,6 +118,8 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.DurationVar(&c.PauseFor, "pause-for", 5*time.Second, "how long a paused worker stays frozen")
 	fs.DurationVar(&c.PGRestartEvery, "pgrestart-every", 2*time.Minute, "interval of PostgreSQL restarts")
 	fs.DurationVar(&c.FailoverEvery, "failover-every", time.Minute, "interval of failovers")
+	fs.DurationVar(&c.SnapshotEvery, "snapshot-every", time.Minute, "interval of snapshots held open")
+	fs.DurationVar(&c.SnapshotFor, "snapshot-for", 20*time.Second, "how long each snapshot is held open")
 	fs.StringVar(&c.Standby, "standby", "sync", "the failover fault's standby: sync or async (async loses what it had not received)")
 	fs.DurationVar(&c.PGRestartDown, "pgrestart-down", time.Second, "how long every second PostgreSQL restart (a crash) keeps the server down")
 	fs.DurationVar(&c.Lease, "lease", 3*time.Second, "the workers' lease duration")

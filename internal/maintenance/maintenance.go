@@ -1,6 +1,6 @@
 // Package maintenance runs weir's housekeeping (rescuing expired leases, making
-// due jobs available, deleting old final jobs) in one elected client at a time
-// among all clients that share a schema.
+// due jobs available, deleting old final jobs, forgetting crashed clients) in
+// one elected client at a time among all clients that share a schema.
 package maintenance
 
 import (
@@ -68,6 +68,10 @@ type Config struct {
 	ScheduleInterval time.Duration
 	// PruneInterval is how often old final jobs are deleted. Default: 1 min.
 	PruneInterval time.Duration
+	// ClientStaleAfter, when set, makes the leader delete the client registry
+	// rows whose heartbeat is older than it (crashed clients), at the start of
+	// each term and every PruneInterval. Zero leaves the registry alone.
+	ClientStaleAfter time.Duration
 	// OnTerm, when set, runs in each term as one of its tasks, with a context
 	// that ends when the term does (the client fires periodic jobs in it).
 	OnTerm func(ctx context.Context)
@@ -121,6 +125,7 @@ func (c *Config) validate() error {
 		{"LeaderTTL", c.LeaderTTL, false, false},
 		{"ScheduleInterval", c.ScheduleInterval, false, false},
 		{"PruneInterval", c.PruneInterval, false, false},
+		{"ClientStaleAfter", c.ClientStaleAfter, false, false},
 	} {
 		switch {
 		case d.required && d.v == 0:
@@ -148,6 +153,8 @@ type Stats struct {
 	Scheduled int64
 	// Pruned counts final jobs deleted.
 	Pruned int64
+	// ForgottenClients counts client registry rows deleted as stale.
+	ForgottenClients int64
 	// Elections counts the times the service won leadership.
 	Elections int64
 	// Refused counts maintenance batches not run because the database no longer
@@ -169,10 +176,10 @@ type Service struct {
 	// or 0 when the service does not lead. Only the elector writes it.
 	deadline atomic.Int64
 
-	rescued, scheduled, pruned, elections, refused atomic.Int64
+	rescued, scheduled, pruned, forgotten, elections, refused atomic.Int64
 
-	// The batch limits of the three tasks (see batches); they outlive terms.
-	rescueLimit, scheduleLimit, pruneLimit batchLimit
+	// The batch limits of the tasks (see batches); they outlive terms.
+	rescueLimit, scheduleLimit, pruneLimit, forgetLimit batchLimit
 
 	mu    sync.Mutex
 	state int // one of the state constants below
@@ -255,11 +262,12 @@ func (s *Service) IsLeader() bool {
 // Stats returns the service's counters.
 func (s *Service) Stats() Stats {
 	return Stats{
-		Rescued:   s.rescued.Load(),
-		Scheduled: s.scheduled.Load(),
-		Pruned:    s.pruned.Load(),
-		Elections: s.elections.Load(),
-		Refused:   s.refused.Load(),
+		Rescued:          s.rescued.Load(),
+		Scheduled:        s.scheduled.Load(),
+		Pruned:           s.pruned.Load(),
+		ForgottenClients: s.forgotten.Load(),
+		Elections:        s.elections.Load(),
+		Refused:          s.refused.Load(),
 	}
 }
 
@@ -426,6 +434,12 @@ func (s *Service) startTerm(callCtx context.Context) *term {
 	t.tasks.Go(func() { s.rescueLoop(t) })
 	t.tasks.Go(func() { s.every(t, s.cfg.ScheduleInterval, true, s.schedule) })
 	t.tasks.Go(func() { s.every(t, s.cfg.PruneInterval, false, s.prune) })
+	if c, ok := s.exec.(weirdriver.ReadyCompacter); ok {
+		t.tasks.Go(func() { s.compactLoop(t, c) })
+	}
+	if s.cfg.ClientStaleAfter > 0 {
+		t.tasks.Go(func() { s.every(t, s.cfg.PruneInterval, true, s.forgetClients) })
+	}
 	if s.cfg.OnTerm != nil {
 		t.tasks.Go(func() { s.cfg.OnTerm(t.loop) })
 	}

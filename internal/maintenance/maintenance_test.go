@@ -782,6 +782,35 @@ func TestPrune(t *testing.T) {
 	})
 }
 
+// TestForgetClients checks that the leader deletes the client registry rows
+// whose heartbeat is older than ClientStaleAfter, at the start of its term,
+// and leaves fresh ones.
+func TestForgetClients(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, id := range []string{"crashed", "alive"} {
+		if _, err := b.exec.ClientRegister(t.Context(), &weirdriver.ClientRegisterParams{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.pool.Exec(t.Context(), "UPDATE "+pgx.Identifier{b.schema, "weir_client"}.Sanitize()+
+		" SET heartbeat_at = now() - interval '1 hour' WHERE id = 'crashed'"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := taskConfig(t, "leader")
+	cfg.ClientStaleAfter = time.Minute
+	s := start(t, b.exec, cfg)
+	awaitCond(t, "the stale row forgotten", nil, func() bool {
+		rows, err := b.exec.ClientList(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rows) == 1 && rows[0].ID == "alive"
+	})
+	// The counter follows the commit that the test has seen.
+	awaitCond(t, "Stats().ForgottenClients = 1", nil, func() bool { return s.Stats().ForgottenClients == 1 })
+}
+
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 
@@ -850,10 +879,11 @@ func TestLifecycle(t *testing.T) {
 			"short ttl": valid(func(c *maintenance.Config) {
 				c.ElectInterval, c.LeaderTTL = time.Second, 2*time.Second
 			}),
-			"negative":      valid(func(c *maintenance.Config) { c.RescueInterval = -time.Second }),
-			"negative size": valid(func(c *maintenance.Config) { c.BatchSize = -1 }),
-			"no rescue":     valid(func(c *maintenance.Config) { c.RescueInterval = 0 }),
-			"no retention":  valid(func(c *maintenance.Config) { c.DiscardedRetention = 0 }),
+			"negative":           valid(func(c *maintenance.Config) { c.RescueInterval = -time.Second }),
+			"negative size":      valid(func(c *maintenance.Config) { c.BatchSize = -1 }),
+			"negative staleness": valid(func(c *maintenance.Config) { c.ClientStaleAfter = -time.Minute }),
+			"no rescue":          valid(func(c *maintenance.Config) { c.RescueInterval = 0 }),
+			"no retention":       valid(func(c *maintenance.Config) { c.DiscardedRetention = 0 }),
 		} {
 			s := maintenance.New(b.exec, cfg)
 			if err := s.Start(t.Context()); err == nil {

@@ -266,3 +266,60 @@ func (s *Service) prune(t *term) {
 		return n, err
 	}, nil)
 }
+
+// compactInterval is how often the leader compacts a driver's ready list
+// (weirdriver.ReadyCompacter): often enough that a claim under an old snapshot
+// walks at most a few seconds of claimed rows.
+const compactInterval = 500 * time.Millisecond
+
+// compactLoop compacts the ready list every compactInterval, repairing it at
+// the start of the term. Compaction is safe whoever runs it and however often
+// (each segment is emptied under its own lock), so it is not fenced by the
+// term. A failure, and a segment that another transaction keeps locked (its
+// dead rows stay until that transaction ends), are each logged once when they
+// begin, not at every pass.
+func (s *Service) compactLoop(t *term, c weirdriver.ReadyCompacter) {
+	ticker := time.NewTicker(compactInterval)
+	defer ticker.Stop()
+	repair := true
+	var failing, busy bool
+	for {
+		ctx, cancel := context.WithTimeout(t.stmt, s.cfg.ElectInterval)
+		res, err := c.ReadyCompact(ctx, &weirdriver.ReadyCompactParams{Repair: repair})
+		cancel()
+		if err != nil {
+			if !failing && t.loop.Err() == nil {
+				s.logger.Warn("weir: maintenance: compact the ready list", slog.Any("error", err))
+			}
+			failing = true
+		} else {
+			failing, repair = false, false
+			if res.Repaired > 0 {
+				s.logger.Warn("weir: maintenance: available jobs had no row in the ready list; added",
+					slog.Int("jobs", res.Repaired))
+			}
+			if res.Busy > 0 && !busy {
+				s.logger.Warn("weir: maintenance: a segment of the ready list is locked by another transaction; " +
+					"claims slow down while it holds the lock and a snapshot is held open")
+			}
+			busy = res.Busy > 0
+		}
+		select {
+		case <-t.loop.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// forgetClients deletes the client registry rows whose heartbeat is older than
+// ClientStaleAfter: clients that crashed or were cut off. A live client that
+// was cut off writes its row again at its next refresh.
+func (s *Service) forgetClients(t *term) {
+	var n int // the batch's, counted once it committed
+	s.batches(t, "forget stale clients", &s.forgetLimit, func(ctx context.Context, exec weirdriver.Executor, limit int) (int, error) {
+		var err error
+		n, err = exec.ClientPrune(ctx, &weirdriver.ClientPruneParams{StaleAfter: s.cfg.ClientStaleAfter, Limit: limit})
+		return n, err
+	}, func() { s.forgotten.Add(int64(n)) })
+}

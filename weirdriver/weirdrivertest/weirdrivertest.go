@@ -2,7 +2,7 @@
 // weirpgx and weirsqlite included, so that a third-party driver can prove itself.
 // A driver's own test calls Run with a function that returns a driver on a fresh,
 // migrated schema; the checks are grouped by area in this package's files (insert,
-// operator, migration, claim, finalize, lease, maintenance, listen).
+// operator, migration, claim, finalize, lease, maintenance, listen, client).
 //
 // Expiry is always the database's clock, so checks that need an expired lease
 // claim with a 1 µs lease and poll rescue until it takes the job back, with a
@@ -72,6 +72,9 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"QueuePauseResume", testQueuePauseResume},
 		{"PeriodicRegister", testPeriodicRegister},
 		{"PeriodicFireAndOperate", testPeriodicFireAndOperate},
+		{"ClientRegistry", testClientRegistry},
+		{"ClientPrune", testClientPrune},
+		{"ClientRejectsBadParams", testClientRejectsBadParams},
 
 		// The worker runtime's statements (runtime.go).
 		{"ClaimOrderAndMax", testClaimOrderAndMax},

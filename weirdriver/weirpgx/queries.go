@@ -206,6 +206,10 @@ type queries struct {
 	queuePause     string
 	queueResume    string
 
+	readySegments string
+	readyMove     string // {segment}: the segment's table, qualified
+	readyRepair   string
+
 	// QueueListEstimated's (dashboard.go).
 	jobSize            string
 	queueCountsExact   string
@@ -216,6 +220,7 @@ type queries struct {
 	runtimeQueries
 	migrationQueries
 	periodicQueries
+	clientQueries
 }
 
 func newQueries(schema string) *queries {
@@ -241,6 +246,9 @@ func newQueries(schema string) *queries {
 		queueList:      fill(queueListSQL),
 		queuePause:     fill(queuePauseSQL),
 		queueResume:    fill(queueResumeSQL),
+		readySegments:  fill(readySegmentsSQL),
+		readyMove:      fill(readyMoveSQL),
+		readyRepair:    fill(readyRepairSQL),
 
 		jobSize:            fill(jobSizeSQL),
 		queueCountsExact:   fill(fmt.Sprintf(queueCountsSQL, queueFinalExact)),
@@ -251,6 +259,7 @@ func newQueries(schema string) *queries {
 		runtimeQueries:   newRuntimeQueries(fill),
 		migrationQueries: newMigrationQueries(fill),
 		periodicQueries:  newPeriodicQueries(fill),
+		clientQueries:    newClientQueries(fill),
 	}
 }
 
@@ -263,6 +272,8 @@ func filler(schema string) func(string) string {
 		"{queue}", ident("weir_queue"),
 		"{leader}", ident("weir_leader"),
 		"{periodic}", ident("weir_periodic"),
+		"{ready}", ident("weir_ready"),
+		"{client}", ident("weir_client"),
 		"{migration}", ident("weir_migration"),
 		"{seq}", ident("weir_job_id_seq"),
 		"{state_bit}", ident("weir_state_bit"),

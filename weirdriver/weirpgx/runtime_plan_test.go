@@ -86,7 +86,7 @@ func TestRuntimePlans(t *testing.T) {
 		indexes   []string // any of them
 		args      []any
 	}{
-		{"claim", q.jobClaim, []string{"weir_job_available_idx"}, []any{"q3", 10, int64(60e6), "c"}},
+		{"claim", q.jobClaim, []string{"weir_job_pkey"}, []any{"q3", 10, int64(60e6), "c"}},
 		{"claim one", q.jobClaimID, []string{"weir_job_pkey"}, []any{running[0], int64(60e6), "c"}},
 		{"finalize", q.jobFinalize, []string{"weir_job_pkey", "weir_job_running_idx"}, []any{running, tokens, outcomes,
 			nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), nulls(len(running)), q.insertChannel,
@@ -97,6 +97,8 @@ func TestRuntimePlans(t *testing.T) {
 		{"next expiry", q.jobNextExpiry, []string{"weir_job_running_idx"}, nil},
 		{"schedule", q.jobSchedule, []string{"weir_job_pending_idx"}, []any{100, q.insertChannel}},
 		{"prune", q.jobPrune, []string{"weir_job_finalized_idx"}, []any{cutoff, nil, nil, cutoff, 1000}},
+		// The client registry's count of each client's running jobs.
+		{"client list", q.clientList, []string{"weir_job_running_idx"}, nil},
 	}
 	for _, c := range cases {
 		var plan []byte
@@ -118,6 +120,12 @@ func TestRuntimePlans(t *testing.T) {
 		})
 		t.Logf("%s: %v", c.name, indexes)
 		found := slices.ContainsFunc(c.indexes, func(want string) bool { return slices.Contains(indexes, want) })
+		// Under an old snapshot the entries of claimed jobs in the index of
+		// available jobs cannot be cleaned: no runtime statement may walk it
+		// (docs/storage.md).
+		if slices.Contains(indexes, "weir_job_available_idx") {
+			t.Errorf("%s: reads weir_job_available_idx\n%s", c.name, plan)
+		}
 		if !found || len(seqScans) > 0 {
 			t.Errorf("%s: indexes %v, sequential scans of weir_job %d; want one of %v and no sequential scan\n%s",
 				c.name, indexes, len(seqScans), c.indexes, plan)

@@ -20,10 +20,15 @@ const nextToken = "greatest(j.lease_token + 1, (extract(epoch FROM now()) * 1000
 const dueAt = "coalesce(i.scheduled_at, now())"
 
 // jobClaimSQL leases up to $2 due available jobs of queue $1, unless the queue is
-// paused: the inner select walks weir_job_available_idx (queue, priority,
-// scheduled_at, id) in order and locks rows that nobody else holds, and the
-// update leases them for $3 µs to client $4. Returns the claimed jobs'
-// jobColumns in claim order.
+// paused, for $3 µs to client $4. It walks the ready list (weir_ready_claim_idx
+// of each segment: queue, priority, scheduled_at, job id) in order, locks rows
+// that nobody else holds, deletes them, and leases their jobs that are still
+// available in that queue and due: a row whose job is not (cancelled, deleted,
+// claimed by id, moved) is a stale hint, deleted with the rest. The job table's
+// own partial index on available jobs is left alone, because under an old
+// snapshot its entries of claimed jobs cannot be cleaned and every claim would
+// walk them (docs/storage.md); the CASE keeps the planner from choosing it to
+// check the picked ids. Returns the claimed jobs' jobColumns in claim order.
 //
 // This and the other batch statements hand the picked ids to the write as an
 // array (id = ANY(ARRAY(...))) rather than a join, so that the write always
@@ -31,12 +36,15 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // it expects many rows.
 const jobClaimSQL = `
 WITH picked AS (
-	SELECT id FROM {job}
-	WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
+	SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id FROM {ready} r
+	WHERE r.queue = $1 AND r.scheduled_at <= now()
 		AND NOT EXISTS (SELECT 1 FROM {queue} WHERE name = $1 AND paused_at IS NOT NULL)
-	ORDER BY priority, scheduled_at, id
+	ORDER BY r.priority, r.scheduled_at, r.job_id
 	LIMIT $2
-	FOR UPDATE SKIP LOCKED
+	FOR UPDATE OF r SKIP LOCKED
+),
+dropped AS (
+	DELETE FROM {ready} r USING picked p WHERE r.tableoid = p.part AND r.ctid = p.row_id
 ),
 claimed AS (
 	UPDATE {job} j SET
@@ -46,7 +54,8 @@ claimed AS (
 		lease_expires_at = now() + $3::bigint * interval '1 microsecond',
 		attempted_at = now(),
 		attempted_by = $4
-	WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+	WHERE j.id = ANY(ARRAY(SELECT job_id FROM picked))
+		AND CASE WHEN j.state = 'available' AND j.queue = $1 AND j.scheduled_at <= now() THEN true ELSE false END
 	RETURNING j.*
 )
 SELECT {cols} FROM claimed ORDER BY priority, scheduled_at, id`

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/weirq/weir/internal/pgcluster"
 	"github.com/weirq/weir/weirbench"
 )
 
@@ -31,11 +32,13 @@ func main() {
 	o.RegisterFlags(flag.CommandLine)
 	jsonPath := flag.String("json", "", "also write every round's figures to `FILE` as JSON")
 	plotPath := flag.String("plot", "results/compare.svg", "write the plot to `FILE` as SVG (empty: none)")
+	seriesPath := flag.String("series-plot", "", "also write a plot of the figures taken over time (W7) to `FILE` as SVG")
 	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing), weir-mw (weir with a worker middleware that only calls the next handler), weir-deep (weir whose no-op handler first uses 8 KiB of stack, as a handler with a real call depth does) and river")
 	otelParts := flag.String("otel-parts", "insert,worker,hook,observe", "the parts of weirotel that weir-otel turns on: `LIST` of insert, worker, hook, observe")
 	otelSample := flag.Float64("otel-sample", 1, "the fraction of traces weir-otel samples (`F`, 0 to 1; 1: every one)")
 	otelMetrics := flag.Bool("otel-metrics", true, "weir-otel records metrics (false: OpenTelemetry's no-op meter provider)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process: the clients, not PostgreSQL) to `FILE`")
+	startPostgres := flag.Bool("start-postgres", false, "run on a throwaway PostgreSQL cluster started from the installed binaries, with PostgreSQL's defaults (autovacuum on), instead of --database-url")
 	replot := flag.String("replot", "", "run nothing: print the table of the report a --json run wrote to `FILE`, and write its plot")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -50,7 +53,7 @@ func main() {
 		if err := json.Unmarshal(data, &rep); err != nil {
 			fail(fmt.Errorf("%s: %w", *replot, err))
 		}
-		write(&rep, "", *plotPath)
+		write(&rep, "", *plotPath, *seriesPath)
 		return
 	}
 	parts := map[string]bool{}
@@ -101,6 +104,16 @@ func main() {
 		fail(err)
 	}
 	o.DatabaseURL = *databaseURL
+	if *startPostgres {
+		// fsync as PostgreSQL's default has it; the cluster turns it off
+		// for tests.
+		c, err := pgcluster.Start(pgcluster.Options{DirPrefix: "weir-compare-", Settings: []string{"fsync=on"}})
+		if err != nil {
+			fail(fmt.Errorf("--start-postgres: %w", err))
+		}
+		defer c.Stop() //nolint:errcheck // the benchmark's result is what matters
+		o.DatabaseURL = c.URL()
+	}
 	o.Title = "weir (working tree) vs River " + riverVersion()
 	if *systemNames != "weir,river" {
 		o.Title = "weir (working tree): " + *systemNames + " (River " + riverVersion() + ")"
@@ -120,23 +133,23 @@ func main() {
 	}
 	rep, err := weirbench.Run(ctx, o, systems...)
 	if rep != nil && len(rep.Figures) > 0 {
-		write(rep, *jsonPath, *plotPath)
+		write(rep, *jsonPath, *plotPath, *seriesPath)
 	}
 	if err != nil {
 		fail(err)
 	}
 }
 
-// write prints rep's table on stdout and writes its JSON and its plot to
+// write prints rep's table on stdout and writes its JSON and its plots to
 // the files named, if any.
-func write(rep *weirbench.Report, jsonPath, plotPath string) {
+func write(rep *weirbench.Report, jsonPath, plotPath, seriesPath string) {
 	if err := rep.WriteTable(os.Stdout); err != nil {
 		fail(err)
 	}
 	for _, out := range []struct {
 		path  string
 		write func(io.Writer) error
-	}{{jsonPath, rep.WriteJSON}, {plotPath, rep.WriteSVG}} {
+	}{{jsonPath, rep.WriteJSON}, {plotPath, rep.WriteSVG}, {seriesPath, rep.WriteSeriesSVG}} {
 		if out.path == "" {
 			continue
 		}

@@ -137,6 +137,10 @@ const (
 	faultPause      = "pause"     // SIGSTOP one worker for a while, then SIGCONT
 	faultConnKill   = "connkill"  // pg_terminate_backend of every worker session
 	faultPGRestart  = "pgrestart" // restart the PostgreSQL server
+	// faultSnapshot holds a REPEATABLE READ snapshot open in a session of
+	// its own for a while: VACUUM removes nothing that died meanwhile, and
+	// claims must stay fast through the ready list (docs/storage.md).
+	faultSnapshot = "snapshot"
 )
 
 // faultEvent is one fault the schedule injected, on the database clock. A

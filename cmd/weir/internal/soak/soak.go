@@ -97,6 +97,9 @@ type Config struct {
 	// KillLeaderEvery is the interval of the killleader fault: a SIGKILL of
 	// the maintenance leader.
 	KillLeaderEvery time.Duration
+	// SnapshotEvery and SnapshotFor are the interval of the snapshot fault
+	// and how long each snapshot is held.
+	SnapshotEvery, SnapshotFor time.Duration
 	// FailoverEvery is the interval of the failover fault (failover.go).
 	FailoverEvery time.Duration
 	// Standby is the failover fault's standby: "sync" (synchronous) or
@@ -127,7 +130,8 @@ type Config struct {
 // report shows them: the faults of the schedule, and the probe modes of jobs
 // that misbehave (overrun, stubborn).
 func FaultNames() []string {
-	return []string{faultRestart, faultKill, faultKillLeader, faultPause, faultConnKill, faultPGRestart, faultFailover, modeOverrun, modeStubborn}
+	return []string{faultRestart, faultKill, faultKillLeader, faultPause, faultConnKill, faultPGRestart, faultFailover,
+		faultSnapshot, modeOverrun, modeStubborn}
 }
 
 // Validate checks s, naming the flag of weir soak that sets a wrong field.
@@ -161,6 +165,7 @@ func (c *Config) Validate() error {
 		flagValue{"duration", c.Duration}, flagValue{"restart-every", c.RestartEvery}, flagValue{"kill-every", c.KillEvery},
 		flagValue{"connkill-every", c.ConnKillEvery}, flagValue{"pgrestart-every", c.PGRestartEvery},
 		flagValue{"killleader-every", c.KillLeaderEvery},
+		flagValue{"snapshot-every", c.SnapshotEvery}, flagValue{"snapshot-for", c.SnapshotFor},
 		flagValue{"pause-every", c.PauseEvery}, flagValue{"pause-for", c.PauseFor}, flagValue{"drain-timeout", c.DrainTimeout},
 	); err != nil {
 		return err
@@ -714,9 +719,9 @@ func (s *soakRun) schedule(ctx context.Context, wg *sync.WaitGroup) {
 	every := map[string]time.Duration{
 		faultRestart: s.cfg.RestartEvery, faultKill: s.cfg.KillEvery, faultPause: s.cfg.PauseEvery,
 		faultConnKill: s.cfg.ConnKillEvery, faultPGRestart: s.cfg.PGRestartEvery, faultKillLeader: s.cfg.KillLeaderEvery,
-		faultFailover: s.cfg.FailoverEvery,
+		faultFailover: s.cfg.FailoverEvery, faultSnapshot: s.cfg.SnapshotEvery,
 	}
-	for i, kind := range []string{faultRestart, faultKill, faultPause, faultConnKill, faultPGRestart, faultKillLeader, faultFailover} {
+	for i, kind := range []string{faultRestart, faultKill, faultPause, faultConnKill, faultPGRestart, faultKillLeader, faultFailover, faultSnapshot} {
 		if !s.enabled[kind] {
 			continue
 		}
@@ -836,7 +841,48 @@ func (s *soakRun) inject(ctx context.Context, kind string, rng *rand.Rand) {
 		s.logf("pgrestart (%s) in %s", how, time.Since(at))
 	case faultFailover:
 		s.failover()
+	case faultSnapshot:
+		s.holdSnapshot(ctx)
 	}
+}
+
+// holdSnapshot is the snapshot fault: a session of its own takes a REPEATABLE
+// READ snapshot (reading no table of weir's, as a long report on other tables
+// would) and holds it for SnapshotFor, or until ctx ends. A session that a
+// PostgreSQL restart or failover ends just ends the fault early.
+func (s *soakRun) holdSnapshot(ctx context.Context) {
+	at := time.Now()
+	pcfg, err := pgurl.Config(s.url)
+	if err != nil {
+		s.logf("snapshot: %s", pgurl.OneLine(err.Error()))
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, pcfg.ConnConfig)
+	cancel()
+	if err != nil {
+		s.logf("snapshot: %s", pgurl.OneLine(pgurl.Redact(err.Error(), s.url, pcfg.ConnConfig.Password)))
+		return
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var xmin string
+	_, err = conn.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ")
+	if err == nil {
+		err = conn.QueryRow(ctx, "SELECT txid_snapshot_xmin(txid_current_snapshot())::text").Scan(&xmin)
+	}
+	if err != nil {
+		s.logf("snapshot: %s", pgurl.OneLine(err.Error()))
+		return
+	}
+	s.logf("snapshot held (xmin %s)", xmin)
+	t := time.NewTimer(s.cfg.SnapshotFor)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	s.addFault(faultEvent{Kind: faultSnapshot, At: at, Until: time.Now(), Detail: "xmin " + xmin})
+	s.logf("snapshot released after %s", time.Since(at).Round(time.Millisecond))
 }
 
 // produce inserts probe jobs at the rate, every 50 ms, until ctx ends.
@@ -949,6 +995,9 @@ func (s *soakRun) printProgress(ctx context.Context, phase string) {
 		counts[faultRestart], counts[faultKill], counts[faultPause], counts[faultConnKill], counts[faultPGRestart], live)
 	if s.enabled[faultFailover] {
 		line += fmt.Sprintf("  failovers %d", counts[faultFailover])
+	}
+	if s.enabled[faultSnapshot] {
+		line += fmt.Sprintf("  snapshots %d", counts[faultSnapshot])
 	}
 	fmt.Fprintln(s.stderr, strings.Join(strings.Fields(line), " "))
 }

@@ -1,0 +1,16 @@
+package weir
+
+import "time"
+
+// SetClientRefreshInterval makes c, once started, refresh its row in the
+// client registry every d instead of every 5 s. Call it before Start.
+func SetClientRefreshInterval(c *Client, d time.Duration) { c.registryInterval = d }
+
+// ClientRegistryWrites counts the registry writes c's engine sent, failed
+// ones included; 0 before Start.
+func ClientRegistryWrites(c *Client) int64 {
+	if e := c.engine(); e != nil {
+		return e.registryWrites.Load()
+	}
+	return 0
+}

@@ -1,0 +1,159 @@
+package weirpgx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/weirq/weir/weirdriver"
+)
+
+// The ready list (migration 011, docs/storage.md): weir_ready, partitioned into
+// readySegments segments weir_ready_0 ... by the second its rows were written.
+// A claim deletes the rows it takes. Under a snapshot that an old transaction
+// holds open, neither VACUUM nor the index's own clean-up can remove deleted
+// rows, and each claim would walk their index entries again; TRUNCATE removes
+// them whatever the snapshots, so ReadyCompact empties a segment once most of
+// its rows are gone.
+const readySegments = 4
+
+// compactMinDead is the fewest dead rows a segment must have before it is
+// compacted: below it, a claim walks them in well under a millisecond.
+const compactMinDead = 1000
+
+// compactLockTimeout bounds the wait for a segment's lock. Claims queue behind
+// a compaction waiting for its lock, so it gives up soon and tries next time.
+const compactLockTimeout = "50ms"
+
+// readySegmentsSQL returns the segment new rows go to now, and each segment's
+// live and dead rows by the statistics (which lag by about a second).
+const readySegmentsSQL = `
+SELECT {schema}.weir_ready_seg(), s.relname, s.n_live_tup, s.n_dead_tup
+FROM pg_stat_user_tables s
+WHERE s.schemaname = $1 AND s.relname LIKE 'weir\_ready\_%'
+ORDER BY s.relname`
+
+// readyMoveSQL copies the rows of segment {segment} whose job is available
+// under the same key to segment $1. The CASE keeps the planner off the job
+// table's partial index of available jobs (see jobClaimSQL).
+const readyMoveSQL = `
+INSERT INTO {ready} (seg, queue, priority, scheduled_at, job_id)
+SELECT DISTINCT $1::smallint, r.queue, r.priority, r.scheduled_at, r.job_id
+FROM {segment} r JOIN {job} j ON j.id = r.job_id
+WHERE CASE WHEN j.state = 'available' AND j.queue = r.queue AND j.priority = r.priority
+	AND j.scheduled_at = r.scheduled_at THEN true ELSE false END`
+
+// readyRepairSQL adds a row for each available job that has none under its
+// key: jobs written while the triggers were off (a restore with triggers
+// disabled, a replica applying changes). It reads the job table's index of
+// available jobs, so it runs at the start of a term, not at every compaction.
+const readyRepairSQL = `
+INSERT INTO {ready} (seg, queue, priority, scheduled_at, job_id)
+SELECT {schema}.weir_ready_seg(), j.queue, j.priority, j.scheduled_at, j.id
+FROM {job} j
+WHERE j.state = 'available' AND NOT EXISTS (SELECT 1 FROM {ready} r
+	WHERE r.queue = j.queue AND r.priority = j.priority AND r.scheduled_at = j.scheduled_at AND r.job_id = j.id)`
+
+func (e *executor) ReadyCompact(ctx context.Context, p *weirdriver.ReadyCompactParams) (_ weirdriver.ReadyCompactResult, err error) {
+	defer func() { err = schemaErr(err) }()
+	var res weirdriver.ReadyCompactResult
+	type segment struct {
+		n          int
+		live, dead int64
+	}
+	rows, err := e.db.Query(ctx, e.q.readySegments, e.q.schema)
+	if err != nil {
+		return res, fmt.Errorf("compact the ready list: %w", err)
+	}
+	var current int
+	var due []segment
+	for rows.Next() {
+		var name string
+		var s segment
+		if err := rows.Scan(&current, &name, &s.live, &s.dead); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("compact the ready list: %w", err)
+		}
+		if s.n, err = strconv.Atoi(name[len("weir_ready_"):]); err != nil || s.n < 0 || s.n >= readySegments {
+			continue // not one of weir's segments
+		}
+		if p.Every || s.n != current && s.dead >= max(compactMinDead, s.live) {
+			due = append(due, s)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("compact the ready list: %w", err)
+	}
+	// The segment being written to is left alone (unless p.Every): its
+	// writers would wait for the compaction; it is compacted once the next
+	// second begins.
+	for _, s := range due {
+		to := current
+		if to == s.n {
+			to = (s.n + 1) % readySegments
+		}
+		moved, err := e.compactSegment(ctx, s.n, to)
+		if errors.Is(err, errSegmentBusy) {
+			res.Busy++
+			continue
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Compacted++
+		res.Moved += moved
+	}
+	if p.Repair {
+		tag, err := e.db.Exec(ctx, e.q.readyRepair)
+		if err != nil {
+			return res, fmt.Errorf("repair the ready list: %w", err)
+		}
+		res.Repaired = int(tag.RowsAffected())
+	}
+	return res, nil
+}
+
+// errSegmentBusy says a segment's lock was not granted in time.
+var errSegmentBusy = errors.New("ready list segment busy")
+
+// compactSegment moves the rows of segment n whose job is still available to
+// segment to, and truncates n, in one transaction that holds n's lock from the
+// start: no row can be written to n meanwhile (a writer waits, and writes to
+// the emptied segment afterwards), and every row written before is committed.
+func (e *executor) compactSegment(ctx context.Context, n, to int) (int, error) {
+	table := pgx.Identifier{e.q.schema, "weir_ready_" + strconv.Itoa(n)}.Sanitize()
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("compact the ready list: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+compactLockTimeout+"'"); err != nil {
+		return 0, fmt.Errorf("compact the ready list: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+			return 0, errSegmentBusy
+		}
+		return 0, fmt.Errorf("compact the ready list: lock %s: %w", table, err)
+	}
+	tag, err := tx.Exec(ctx, replaceSegment(e.q.readyMove, table), to)
+	if err != nil {
+		return 0, fmt.Errorf("compact the ready list: move from %s: %w", table, err)
+	}
+	if _, err := tx.Exec(ctx, "TRUNCATE "+table); err != nil {
+		return 0, fmt.Errorf("compact the ready list: truncate %s: %w", table, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("compact the ready list: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// replaceSegment fills readyMoveSQL's {segment} with table.
+func replaceSegment(sql, table string) string { return strings.ReplaceAll(sql, "{segment}", table) }

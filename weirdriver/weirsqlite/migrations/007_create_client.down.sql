@@ -1,0 +1,2 @@
+-- Reverts 007: drops the client registry.
+DROP TABLE weir_client;

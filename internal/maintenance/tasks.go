@@ -272,8 +272,8 @@ func (s *Service) prune(t *term) {
 // walks at most a few seconds of claimed rows.
 const compactInterval = 500 * time.Millisecond
 
-// compactLoop compacts the ready list every compactInterval, repairing it at
-// the start of the term. Compaction is safe whoever runs it and however often
+// compactLoop compacts the ready list every compactInterval, and repairs it
+// once at the start of the term. Compaction is safe whoever runs it and however often
 // (each segment is emptied under its own lock), so it is not fenced by the
 // term. A failure, and a segment that another transaction keeps locked (its
 // dead rows stay until that transaction ends), are each logged once when they
@@ -284,16 +284,23 @@ func (s *Service) compactLoop(t *term, c weirdriver.ReadyCompacter) {
 	repair := true
 	var failing, busy bool
 	for {
-		ctx, cancel := context.WithTimeout(t.stmt, s.cfg.ElectInterval)
+		// The repair reads every available job; it gets a term's length, and
+		// one try per term.
+		timeout := s.cfg.ElectInterval
+		if repair {
+			timeout = s.cfg.LeaderTTL
+		}
+		ctx, cancel := context.WithTimeout(t.stmt, timeout)
 		res, err := c.ReadyCompact(ctx, &weirdriver.ReadyCompactParams{Repair: repair})
 		cancel()
+		repair = false
 		if err != nil {
 			if !failing && t.loop.Err() == nil {
 				s.logger.Warn("weir: maintenance: compact the ready list", slog.Any("error", err))
 			}
 			failing = true
 		} else {
-			failing, repair = false, false
+			failing = false
 			if res.Repaired > 0 {
 				s.logger.Warn("weir: maintenance: available jobs had no row in the ready list; added",
 					slog.Int("jobs", res.Repaired))

@@ -37,6 +37,7 @@ type Driver struct {
 	schema   string
 	q        *queries
 	notifier *notifier
+	compact  *compactState
 }
 
 // schemaPattern keeps names short enough that the notification channels
@@ -62,7 +63,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
 		return nil, err
 	}
 	q := newQueries(schema)
-	return &Driver{pool: pool, schema: schema, q: q, notifier: newNotifier(pool, q, logger)}, nil
+	return &Driver{pool: pool, schema: schema, q: q, notifier: newNotifier(pool, q, logger), compact: &compactState{}}, nil
 }
 
 // ValidateSchema reports whether name can be weir's schema: a lower-case SQL
@@ -90,7 +91,7 @@ func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
 // Executor implements weirdriver.Driver.
 func (d *Driver) Executor() weirdriver.Executor {
-	return &executor{db: d.pool, q: d.q, notifier: d.notifier}
+	return &executor{db: d.pool, q: d.q, notifier: d.notifier, compact: d.compact}
 }
 
 // UnwrapTx implements weirdriver.Driver. It takes a pgx.Tx, or a *sql.Tx opened on

@@ -34,6 +34,9 @@ type executor struct {
 	// notifier is set on the pool's executor, where each statement commits on
 	// its own: inserts there leave their notifications to it.
 	notifier *notifier
+	// compact is the driver's memory of its ready list's compactions, set
+	// on the pool's executor (nil: none, every call decides afresh).
+	compact *compactState
 }
 
 // rows is what pgx.Rows and *sql.Rows have in common, for scanning.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,9 +28,61 @@ const readySegments = 4
 // compacted: below it, a claim walks them in well under a millisecond.
 const compactMinDead = 1000
 
-// compactLockTimeout bounds the wait for a segment's lock. Claims queue behind
-// a compaction waiting for its lock, so it gives up soon and tries next time.
-const compactLockTimeout = "50ms"
+// A compaction waits for its segment's lock at most compactLockWait at first.
+// Claims queue behind a compaction that waits, so it gives up soon; but a
+// claim in flight holds the lock too, and claims that a backlog made slow
+// would then never let a compaction through, and grow slower still. So each
+// time a segment's lock is not granted the next wait doubles, up to
+// compactLockWaitMax, and the segment is left alone for as long again as the
+// hold-off (compactHoldOff doubled, up to compactHoldOffMax); a compaction
+// that succeeds starts both afresh. The hold-off also keeps a segment just
+// emptied from being emptied again before the statistics say it was.
+const (
+	compactLockWait    = 50 * time.Millisecond
+	compactLockWaitMax = 400 * time.Millisecond
+	compactHoldOff     = 2 * time.Second
+	compactHoldOffMax  = 30 * time.Second
+)
+
+// compactState is what ReadyCompact remembers between calls on a driver: for
+// each segment, when it may next be compacted and how long to wait for its
+// lock then.
+type compactState struct {
+	mu    sync.Mutex
+	after [readySegments]time.Time
+	wait  [readySegments]time.Duration
+	off   [readySegments]time.Duration
+}
+
+// plan returns how long to wait for segment n's lock, and false while n is
+// held off.
+func (c *compactState) plan(n int, now time.Time) (time.Duration, bool) {
+	if c == nil {
+		return compactLockWait, true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Before(c.after[n]) {
+		return 0, false
+	}
+	return max(c.wait[n], compactLockWait), true
+}
+
+// done records the outcome of a compaction of segment n: emptied, or busy.
+func (c *compactState) done(n int, busy bool, now time.Time) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !busy {
+		c.wait[n], c.off[n] = compactLockWait, compactHoldOff
+	} else {
+		c.wait[n] = min(2*max(c.wait[n], compactLockWait), compactLockWaitMax)
+		c.off[n] = min(2*max(c.off[n], compactHoldOff), compactHoldOffMax)
+	}
+	c.after[n] = now.Add(c.off[n])
+}
 
 // readySegmentsSQL returns the segment new rows go to now, and each segment's
 // live and dead rows by the statistics (which lag by about a second).
@@ -93,11 +147,16 @@ func (e *executor) ReadyCompact(ctx context.Context, p *weirdriver.ReadyCompactP
 	// writers would wait for the compaction; it is compacted once the next
 	// second begins.
 	for _, s := range due {
+		wait, ok := e.compact.plan(s.n, time.Now())
+		if !ok && !p.Every {
+			continue
+		}
 		to := current
 		if to == s.n {
 			to = (s.n + 1) % readySegments
 		}
-		moved, err := e.compactSegment(ctx, s.n, to)
+		moved, err := e.compactSegment(ctx, s.n, to, wait)
+		e.compact.done(s.n, errors.Is(err, errSegmentBusy), time.Now())
 		if errors.Is(err, errSegmentBusy) {
 			res.Busy++
 			continue
@@ -125,14 +184,14 @@ var errSegmentBusy = errors.New("ready list segment busy")
 // segment to, and truncates n, in one transaction that holds n's lock from the
 // start: no row can be written to n meanwhile (a writer waits, and writes to
 // the emptied segment afterwards), and every row written before is committed.
-func (e *executor) compactSegment(ctx context.Context, n, to int) (int, error) {
+func (e *executor) compactSegment(ctx context.Context, n, to int, wait time.Duration) (int, error) {
 	table := pgx.Identifier{e.q.schema, "weir_ready_" + strconv.Itoa(n)}.Sanitize()
 	tx, err := e.db.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("compact the ready list: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+compactLockTimeout+"'"); err != nil {
+	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = "+strconv.FormatInt(wait.Milliseconds(), 10)); err != nil {
 		return 0, fmt.Errorf("compact the ready list: %w", err)
 	}
 	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {

@@ -126,7 +126,7 @@ func DefaultOptions() Options {
 		ScaleJobs:        400_000,
 		ScaleProcs:       []int{1, 2, 4},
 		ScaleWorkers:     1_000,
-		ScaleRate:        20_000,
+		ScaleRate:        10_000,
 		ScaleDuration:    30 * time.Second,
 		ScaleMixedProcs:  4,
 		Timeout:          10 * time.Minute,

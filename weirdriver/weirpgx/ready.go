@@ -28,6 +28,14 @@ const readySegments = 4
 // compacted: below it, a claim walks them in well under a millisecond.
 const compactMinDead = 1000
 
+// compactMaxLive is the most live rows a segment may have to be compacted:
+// they are copied while the segment's lock holds up claims, which must stay
+// a matter of milliseconds. A segment holding more (a backlog) waits until
+// claims have taken it below; without a snapshot held open its dead rows cost
+// claims little meanwhile, since each claim marks the index entries of rows it
+// finds dead for every transaction so that later ones skip them.
+const compactMaxLive = 5000
+
 // A compaction waits for its segment's lock at most compactLockWait at first.
 // Claims queue behind a compaction that waits, so it gives up soon; but a
 // claim in flight holds the lock too, and claims that a backlog made slow
@@ -136,7 +144,7 @@ func (e *executor) ReadyCompact(ctx context.Context, p *weirdriver.ReadyCompactP
 		if s.n, err = strconv.Atoi(name[len("weir_ready_"):]); err != nil || s.n < 0 || s.n >= readySegments {
 			continue // not one of weir's segments
 		}
-		if p.Every || s.n != current && s.dead >= max(compactMinDead, s.live) {
+		if p.Every || s.n != current && s.live <= compactMaxLive && s.dead >= max(compactMinDead, s.live) {
 			due = append(due, s)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -392,4 +393,78 @@ func TestReadyCompactRace(t *testing.T) {
 		t.Fatalf("only %d compactions ran during the race", compactions)
 	}
 	t.Logf("%d compactions", compactions)
+}
+
+// TestReadyPickKeepsIndexOrder: a list analyzed while empty, then filled with
+// a backlog, makes the planner sort every row at each claim if it may
+// (measured: 100 ms a claim over 135,000 rows, against under 1 ms). The
+// claim's walk runs in weir_ready_pick, whose settings forbid the sort: the
+// plan walks each segment's index in order and merges them.
+func TestReadyPickKeepsIndexOrder(t *testing.T) {
+	t.Parallel()
+	exec, pool, schema := readySetup(t)
+	ctx := t.Context()
+	ready := pgx.Identifier{schema, "weir_ready"}.Sanitize()
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+ready); err != nil {
+		t.Fatal(err)
+	}
+	insertJobs(t, exec, "pick", 5000, time.Time{})
+
+	var config []string
+	if err := pool.QueryRow(ctx, `SELECT proconfig FROM pg_proc WHERE oid = $1::regprocedure`,
+		pgx.Identifier{schema, "weir_ready_pick"}.Sanitize()+"(text, integer)").Scan(&config); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"enable_sort=off", "enable_bitmapscan=off"} {
+		if !slices.Contains(config, want) {
+			t.Fatalf("weir_ready_pick's settings %v lack %s", config, want)
+		}
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // read only
+	for _, s := range config {
+		name, value, _ := strings.Cut(s, "=")
+		if name == "search_path" {
+			continue
+		}
+		if _, err := tx.Exec(ctx, "SELECT set_config($1, $2, true)", name, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var plan []byte
+	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) SELECT r.seg, r.ctid, r.job_id FROM `+ready+` r
+		WHERE r.queue = 'pick' AND r.scheduled_at <= now()
+		ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 10 FOR UPDATE OF r SKIP LOCKED`).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var root []map[string]any
+	if err := json.Unmarshal(plan, &root); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	walkNodes(root[0]["Plan"], func(n map[string]any) { nodes = append(nodes, n["Node Type"].(string)) })
+	if !slices.Contains(nodes, "Merge Append") || slices.Contains(nodes, "Sort") || slices.Contains(nodes, "Bitmap Heap Scan") {
+		t.Fatalf("the pick's plan is %v, want the segments' indexes merged in order\n%s", nodes, plan)
+	}
+	if got := claimAll(t, exec, "pick"); len(got) != 5000 {
+		t.Fatalf("claimed %d jobs, want 5000", len(got))
+	}
+}
+
+// walkNodes calls fn on every node of an EXPLAIN (FORMAT JSON) plan.
+func walkNodes(node any, fn func(map[string]any)) {
+	m, ok := node.(map[string]any)
+	if !ok {
+		return
+	}
+	fn(m)
+	if kids, ok := m["Plans"].([]any); ok {
+		for _, k := range kids {
+			walkNodes(k, fn)
+		}
+	}
 }

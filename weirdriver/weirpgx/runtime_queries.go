@@ -20,9 +20,11 @@ const nextToken = "greatest(j.lease_token + 1, (extract(epoch FROM now()) * 1000
 const dueAt = "coalesce(i.scheduled_at, now())"
 
 // jobClaimSQL leases up to $2 due available jobs of queue $1, unless the queue is
-// paused, for $3 µs to client $4. It walks the ready list (weir_ready_claim_idx
-// of each segment: queue, priority, scheduled_at, job id) in order, locks rows
-// that nobody else holds, deletes them, and leases their jobs that are still
+// paused, for $3 µs to client $4. It walks the ready list (weir_ready_pick:
+// the index of each segment, queue, priority, scheduled_at, job id, in order,
+// whatever the statistics), locks rows that nobody else holds, deletes them
+// (the segment in the join lets the delete look in one segment per row), and
+// leases their jobs that are still
 // available in that queue and due: a row whose job is not (cancelled, deleted,
 // claimed by id, moved) is a stale hint, deleted with the rest. The job table's
 // own partial index on available jobs is left alone, because under an old
@@ -36,15 +38,10 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // it expects many rows.
 const jobClaimSQL = `
 WITH picked AS (
-	SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id FROM {ready} r
-	WHERE r.queue = $1 AND r.scheduled_at <= now()
-		AND NOT EXISTS (SELECT 1 FROM {queue} WHERE name = $1 AND paused_at IS NOT NULL)
-	ORDER BY r.priority, r.scheduled_at, r.job_id
-	LIMIT $2
-	FOR UPDATE OF r SKIP LOCKED
+	SELECT * FROM {ready_pick}($1, $2)
 ),
 dropped AS (
-	DELETE FROM {ready} r USING picked p WHERE r.tableoid = p.part AND r.ctid = p.row_id
+	DELETE FROM {ready} r USING picked p WHERE r.seg = p.seg AND r.ctid = p.row_id
 ),
 claimed AS (
 	UPDATE {job} j SET

@@ -31,6 +31,30 @@ CREATE FUNCTION weir_ready_seg() RETURNS smallint
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN (floor(extract(epoch FROM now()))::bigint % 4)::smallint;
 
+-- The claim's walk of the list: up to n due rows of queue q in claim order,
+-- locked, skipping rows another claim holds, unless the queue is paused. Its
+-- settings keep the plan on the segments' indexes in order, whatever the
+-- statistics say: a list analyzed while nearly empty would otherwise make the
+-- planner sort every row of a backlog at each claim.
+CREATE FUNCTION weir_ready_pick(q text, n integer)
+    RETURNS TABLE (seg smallint, row_id tid, job_id bigint)
+    LANGUAGE plpgsql
+    SET search_path FROM CURRENT
+    SET enable_sort = off
+    SET enable_bitmapscan = off
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT r.seg, r.ctid, r.job_id FROM weir_ready r
+    WHERE r.queue = q AND r.scheduled_at <= now()
+        AND NOT EXISTS (SELECT 1 FROM weir_queue p WHERE p.name = q AND p.paused_at IS NOT NULL)
+    ORDER BY r.priority, r.scheduled_at, r.job_id
+    LIMIT n
+    FOR UPDATE OF r SKIP LOCKED;
+END
+$$;
+
 CREATE FUNCTION weir_ready_inserted() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path FROM CURRENT

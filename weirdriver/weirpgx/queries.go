@@ -273,7 +273,7 @@ func filler(schema string) func(string) string {
 		"{leader}", ident("weir_leader"),
 		"{periodic}", ident("weir_periodic"),
 		"{ready}", ident("weir_ready"),
-		"{ready_pick}", ident("weir_ready_pick"),
+		"{ready_claim}", ident("weir_ready_claim"),
 		"{client}", ident("weir_client"),
 		"{migration}", ident("weir_migration"),
 		"{seq}", ident("weir_job_id_seq"),

@@ -396,10 +396,10 @@ func TestReadyCompactRace(t *testing.T) {
 }
 
 // TestReadyPickKeepsIndexOrder: a list analyzed while empty, then filled with
-// a backlog, makes the planner sort every row at each claim if it may
-// (measured: 100 ms a claim over 135,000 rows, against under 1 ms). The
-// claim's walk runs in weir_ready_pick, whose settings forbid the sort: the
-// plan walks each segment's index in order and merges them.
+// a backlog, makes the planner sort (or hash) every row at each claim if it
+// may (measured: 100 ms a claim over 135,000 rows, against under 1 ms). The
+// claim's walk runs in weir_ready_claim, whose settings forbid it: the plan
+// walks each segment's index in order and merges them.
 func TestReadyPickKeepsIndexOrder(t *testing.T) {
 	t.Parallel()
 	exec, pool, schema := readySetup(t)
@@ -412,12 +412,12 @@ func TestReadyPickKeepsIndexOrder(t *testing.T) {
 
 	var config []string
 	if err := pool.QueryRow(ctx, `SELECT proconfig FROM pg_proc WHERE oid = $1::regprocedure`,
-		pgx.Identifier{schema, "weir_ready_pick"}.Sanitize()+"(text, integer)").Scan(&config); err != nil {
+		pgx.Identifier{schema, "weir_ready_claim"}.Sanitize()+"(text, integer, bigint, text)").Scan(&config); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"enable_sort=off", "enable_bitmapscan=off"} {
+	for _, want := range []string{"enable_sort=off", "enable_bitmapscan=off", "enable_hashjoin=off", "enable_mergejoin=off"} {
 		if !slices.Contains(config, want) {
-			t.Fatalf("weir_ready_pick's settings %v lack %s", config, want)
+			t.Fatalf("weir_ready_claim's settings %v lack %s", config, want)
 		}
 	}
 
@@ -436,7 +436,7 @@ func TestReadyPickKeepsIndexOrder(t *testing.T) {
 		}
 	}
 	var plan []byte
-	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) SELECT r.seg, r.ctid, r.job_id FROM `+ready+` r
+	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) SELECT r.tableoid, r.ctid, r.job_id FROM `+ready+` r
 		WHERE r.queue = 'pick' AND r.scheduled_at <= now()
 		ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 10 FOR UPDATE OF r SKIP LOCKED`).Scan(&plan); err != nil {
 		t.Fatal(err)

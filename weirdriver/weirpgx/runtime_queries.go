@@ -13,49 +13,27 @@ const effectiveOutcome = "(CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'can
 // time keeps tokens apart across a failover to an asynchronous standby, whose
 // copy of a job may lack the last claims the old primary made: the new
 // primary's claims come later, so they do not hand out again a token the old
-// primary gave (docs/operations.md, "A primary and a replica").
+// primary gave (docs/operations.md, "A primary and a replica"). The claim's
+// function weir_ready_claim (migration 011) has its own copy.
 const nextToken = "greatest(j.lease_token + 1, (extract(epoch FROM now()) * 1000000)::bigint)"
 
 // dueAt ({due}) is when a retried or snoozed job in jobFinalizeSQL becomes due.
 const dueAt = "coalesce(i.scheduled_at, now())"
 
 // jobClaimSQL leases up to $2 due available jobs of queue $1, unless the queue is
-// paused, for $3 µs to client $4. It walks the ready list (weir_ready_pick:
-// the index of each segment, queue, priority, scheduled_at, job id, in order,
-// whatever the statistics), locks rows that nobody else holds, deletes them
-// (the segment in the join lets the delete look in one segment per row), and
-// leases their jobs that are still
-// available in that queue and due: a row whose job is not (cancelled, deleted,
-// claimed by id, moved) is a stale hint, deleted with the rest. The job table's
-// own partial index on available jobs is left alone, because under an old
-// snapshot its entries of claimed jobs cannot be cleaned and every claim would
-// walk them (docs/storage.md); the CASE keeps the planner from choosing it to
-// check the picked ids. Returns the claimed jobs' jobColumns in claim order.
-//
-// This and the other batch statements hand the picked ids to the write as an
-// array (id = ANY(ARRAY(...))) rather than a join, so that the write always
-// looks them up by key: with a join the planner may hash the whole table when
-// it expects many rows.
+// paused, for $3 µs to client $4, through weir_ready_claim (migration 011): it
+// takes rows from the ready list in claim order (each segment's index: queue,
+// priority, scheduled_at, job id, walked in order whatever the statistics),
+// rows that nobody else holds, locked and deleted, and leases their jobs that
+// are still available in that queue and due, by primary key; a row whose job
+// is not (cancelled, deleted, claimed by id, moved) is a stale hint, deleted
+// with the rest. The job table's own partial index on available jobs is left
+// alone, because under an old snapshot its entries of claimed jobs cannot be
+// cleaned and every claim would walk them (docs/storage.md). The lease token
+// is the function's copy of nextToken. Returns the claimed jobs' jobColumns in
+// claim order.
 const jobClaimSQL = `
-WITH picked AS (
-	SELECT * FROM {ready_pick}($1, $2)
-),
-dropped AS (
-	DELETE FROM {ready} r USING picked p WHERE r.seg = p.seg AND r.ctid = p.row_id
-),
-claimed AS (
-	UPDATE {job} j SET
-		state = 'running',
-		attempt = j.attempt + 1,
-		lease_token = {token},
-		lease_expires_at = now() + $3::bigint * interval '1 microsecond',
-		attempted_at = now(),
-		attempted_by = $4
-	WHERE j.id = ANY(ARRAY(SELECT job_id FROM picked))
-		AND CASE WHEN j.state = 'available' AND j.queue = $1 AND j.scheduled_at <= now() THEN true ELSE false END
-	RETURNING j.*
-)
-SELECT {cols} FROM claimed ORDER BY priority, scheduled_at, id`
+SELECT {cols} FROM {ready_claim}($1, $2, $3, $4) ORDER BY priority, scheduled_at, id`
 
 // jobClaimIDSQL leases job $1 for $2 µs to client $3 as jobClaimSQL does, if it
 // is scheduled, available or retryable.

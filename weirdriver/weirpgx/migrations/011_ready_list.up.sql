@@ -31,27 +31,50 @@ CREATE FUNCTION weir_ready_seg() RETURNS smallint
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN (floor(extract(epoch FROM now()))::bigint % 4)::smallint;
 
--- The claim's walk of the list: up to n due rows of queue q in claim order,
--- locked, skipping rows another claim holds, unless the queue is paused. Its
--- settings keep the plan on the segments' indexes in order, whatever the
--- statistics say: a list analyzed while nearly empty would otherwise make the
--- planner sort every row of a backlog at each claim.
-CREATE FUNCTION weir_ready_pick(q text, n integer)
-    RETURNS TABLE (seg smallint, row_id tid, job_id bigint)
+-- The claim (weirpgx's JobClaim): takes up to n due rows of queue q from the
+-- list in claim order, skipping rows another claim holds, unless the queue is
+-- paused; deletes them; and leases for lease_us microseconds to client_id
+-- those of their jobs that are still available in that queue and due (the
+-- others' rows were stale hints). One statement, so that the rows it takes and
+-- the jobs it leases are read on one snapshot. A new lease token is greater
+-- than the job's last and at least the claim's time in microseconds since 1970
+-- (docs/operations.md, "A primary and a replica"). The settings keep the plan
+-- on the segments' indexes in order and the delete on each row's address,
+-- whatever the statistics say: a list analyzed while nearly empty would
+-- otherwise make the planner sort, or hash, every row of a backlog at each
+-- claim. The CASE keeps the job table's index of available jobs out of it.
+CREATE FUNCTION weir_ready_claim(q text, n integer, lease_us bigint, client_id text)
+    RETURNS SETOF weir_job
     LANGUAGE plpgsql
     SET search_path FROM CURRENT
     SET enable_sort = off
     SET enable_bitmapscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
 AS $$
-#variable_conflict use_column
 BEGIN
     RETURN QUERY
-    SELECT r.seg, r.ctid, r.job_id FROM weir_ready r
-    WHERE r.queue = q AND r.scheduled_at <= now()
-        AND NOT EXISTS (SELECT 1 FROM weir_queue p WHERE p.name = q AND p.paused_at IS NOT NULL)
-    ORDER BY r.priority, r.scheduled_at, r.job_id
-    LIMIT n
-    FOR UPDATE OF r SKIP LOCKED;
+    WITH picked AS (
+        SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id FROM weir_ready r
+        WHERE r.queue = q AND r.scheduled_at <= now()
+            AND NOT EXISTS (SELECT 1 FROM weir_queue p WHERE p.name = q AND p.paused_at IS NOT NULL)
+        ORDER BY r.priority, r.scheduled_at, r.job_id
+        LIMIT n
+        FOR UPDATE OF r SKIP LOCKED
+    ),
+    dropped AS (
+        DELETE FROM weir_ready r USING picked p WHERE r.tableoid = p.part AND r.ctid = p.row_id
+    )
+    UPDATE weir_job j SET
+        state = 'running',
+        attempt = j.attempt + 1,
+        lease_token = greatest(j.lease_token + 1, (extract(epoch FROM now()) * 1000000)::bigint),
+        lease_expires_at = now() + lease_us * interval '1 microsecond',
+        attempted_at = now(),
+        attempted_by = client_id
+    WHERE j.id = ANY(ARRAY(SELECT picked.job_id FROM picked))
+        AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
+    RETURNING j.*;
 END
 $$;
 

@@ -415,7 +415,7 @@ func TestReadyPickKeepsIndexOrder(t *testing.T) {
 		pgx.Identifier{schema, "weir_ready_claim"}.Sanitize()+"(text, integer, bigint, text)").Scan(&config); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"enable_sort=off", "enable_bitmapscan=off", "enable_hashjoin=off", "enable_mergejoin=off"} {
+	for _, want := range []string{"enable_sort=off", "enable_bitmapscan=off", "enable_hashjoin=off", "enable_mergejoin=off", "enable_seqscan=off"} {
 		if !slices.Contains(config, want) {
 			t.Fatalf("weir_ready_claim's settings %v lack %s", config, want)
 		}

@@ -39,10 +39,10 @@ CREATE FUNCTION weir_ready_seg() RETURNS smallint
 -- the jobs it leases are read on one snapshot. A new lease token is greater
 -- than the job's last and at least the claim's time in microseconds since 1970
 -- (docs/operations.md, "A primary and a replica"). The settings keep the plan
--- on the segments' indexes in order and the delete on each row's address,
--- whatever the statistics say: a list analyzed while nearly empty would
--- otherwise make the planner sort, or hash, every row of a backlog at each
--- claim. The CASE keeps the job table's index of available jobs out of it.
+-- on the segments' indexes in order, the delete on each row's address and
+-- the lease on the job's primary key, whatever the statistics say: a list or
+-- a job table analyzed while nearly empty would otherwise make the planner
+-- sort, hash or scan every row of a backlog at each claim. The CASE keeps the job table's index of available jobs out of it.
 CREATE FUNCTION weir_ready_claim(q text, n integer, lease_us bigint, client_id text)
     RETURNS SETOF weir_job
     LANGUAGE plpgsql
@@ -51,6 +51,7 @@ CREATE FUNCTION weir_ready_claim(q text, n integer, lease_us bigint, client_id t
     SET enable_bitmapscan = off
     SET enable_hashjoin = off
     SET enable_mergejoin = off
+    SET enable_seqscan = off
 AS $$
 BEGIN
     RETURN QUERY

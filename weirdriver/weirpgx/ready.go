@@ -28,14 +28,6 @@ const readySegments = 4
 // compacted: below it, a claim walks them in well under a millisecond.
 const compactMinDead = 1000
 
-// compactMaxLive is the most live rows a segment may have to be compacted:
-// they are copied while the segment's lock holds up claims, which must stay
-// a matter of milliseconds. A segment holding more (a backlog) waits until
-// claims have taken it below; without a snapshot held open its dead rows cost
-// claims little meanwhile, since each claim marks the index entries of rows it
-// finds dead for every transaction so that later ones skip them.
-const compactMaxLive = 5000
-
 // A compaction waits for its segment's lock at most compactLockWait at first.
 // Claims queue behind a compaction that waits, so it gives up soon; but a
 // claim in flight holds the lock too, and claims that a backlog made slow
@@ -92,10 +84,26 @@ func (c *compactState) done(n int, busy bool, now time.Time) {
 	c.after[n] = now.Add(c.off[n])
 }
 
-// readySegmentsSQL returns the segment new rows go to now, and each segment's
-// live and dead rows by the statistics (which lag by about a second).
+// compactMaxLive is the most live rows a segment may have to be compacted
+// while no snapshot is held open: they are copied while claims wait, and
+// without an old snapshot the dead rows cost claims little (each claim marks
+// the index entries of rows dead to every transaction, and later claims skip
+// them). While a snapshot older than compactHeldAfter is held (as far as this
+// role can see in pg_stat_activity), segments are compacted whatever they hold.
+const (
+	compactMaxLive   = 5000
+	compactHeldAfter = 5 // seconds
+)
+
+// readySegmentsSQL returns the segment new rows go to now, how long the
+// oldest snapshot of the database has been held (seconds; 0 when none is
+// visible), and each segment's live and dead rows by the statistics (which
+// lag by about a second).
 const readySegmentsSQL = `
-SELECT {schema}.weir_ready_seg(), s.relname, s.n_live_tup, s.n_dead_tup
+SELECT {schema}.weir_ready_seg(),
+	(SELECT coalesce(max(extract(epoch FROM now() - a.xact_start)), 0)::bigint FROM pg_stat_activity a
+		WHERE a.datname = current_database() AND a.backend_xmin IS NOT NULL AND a.xact_start IS NOT NULL),
+	s.relname, s.n_live_tup, s.n_dead_tup
 FROM pg_stat_user_tables s
 WHERE s.schemaname = $1 AND s.relname LIKE 'weir\_ready\_%'
 ORDER BY s.relname`
@@ -133,18 +141,20 @@ func (e *executor) ReadyCompact(ctx context.Context, p *weirdriver.ReadyCompactP
 		return res, fmt.Errorf("compact the ready list: %w", err)
 	}
 	var current int
+	var held int64
 	var due []segment
 	for rows.Next() {
 		var name string
 		var s segment
-		if err := rows.Scan(&current, &name, &s.live, &s.dead); err != nil {
+		if err := rows.Scan(&current, &held, &name, &s.live, &s.dead); err != nil {
 			rows.Close()
 			return res, fmt.Errorf("compact the ready list: %w", err)
 		}
 		if s.n, err = strconv.Atoi(name[len("weir_ready_"):]); err != nil || s.n < 0 || s.n >= readySegments {
 			continue // not one of weir's segments
 		}
-		if p.Every || s.n != current && s.live <= compactMaxLive && s.dead >= max(compactMinDead, s.live) {
+		capped := held < compactHeldAfter && s.live > compactMaxLive
+		if p.Every || s.n != current && !capped && s.dead >= max(compactMinDead, s.live) {
 			due = append(due, s)
 		}
 	}

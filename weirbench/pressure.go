@@ -63,7 +63,7 @@ func (b *bench) pressure(held bool) func(context.Context, System) ([]result, err
 		}
 		// By step: completed/s over the step, and the pickup p50 and p99 of
 		// the jobs inserted in it.
-		byStep := pickupsByStep(b.lastRec, o.start, step, len(o.marks))
+		byStep := pickupsByStep(o.rec, o.start, step, len(o.marks))
 		prev := int64(0)
 		for i, m := range o.marks {
 			at := time.Duration(i+1) * step

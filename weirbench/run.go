@@ -23,9 +23,6 @@ type bench struct {
 	p      *progress
 	logger *slog.Logger
 	tag    string // names the current run in status lines: "W1 drain 2/3 weir"
-	// lastRec is the recorder of the latest offered run, for W7's figures by
-	// step.
-	lastRec *recorder
 }
 
 // A workload runs once on one system and returns its figures.

@@ -56,7 +56,7 @@ type scaleProc struct {
 // startScaleProcs starts n worker processes of sys, which share MaxConns
 // connections and MaxWorkers handlers, and waits until each is ready.
 func (b *bench) startScaleProcs(ctx context.Context, sys System, n int, record bool, capacity int) ([]*scaleProc, error) {
-	workers := max(b.scaleWorkers()/n, 1)
+	workers := max(b.o.ScaleWorkers/n, 1)
 	conns := max(b.o.MaxConns/n, 4)
 	var procs []*scaleProc
 	for i := range n {
@@ -147,10 +147,6 @@ func finishScaleProcs(procs []*scaleProc) ([]scaleResult, error) {
 	}
 	return out, errors.Join(errs...)
 }
-
-// scaleWorkers is the handlers of all W8's processes together: weir's and
-// River's throughput settings' count.
-func (b *bench) scaleWorkers() int { return b.o.ScaleWorkers }
 
 // scaleDrain is W8's drain by n processes: ScaleJobs jobs inserted, then
 // worked down by n worker processes at once.

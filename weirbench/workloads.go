@@ -223,6 +223,7 @@ type offered struct {
 	// each step of the offer, the first at step after its start.
 	step  time.Duration
 	marks []int64
+	rec   *recorder // the run's recorder, for figures by step
 }
 
 // producer inserts jobs into c at rate from start to deadline, recording in rec.
@@ -236,8 +237,7 @@ func (b *bench) offer(ctx context.Context, sys System, set Settings, rate int, d
 // step is zero).
 func (b *bench) offerStepped(ctx context.Context, sys System, set Settings, rate int, d, step time.Duration, produce producer) (offered, error) {
 	rec := newRecorder(int(float64(rate)*d.Seconds()) + rate + b.o.Batch)
-	o := offered{step: step}
-	b.lastRec = rec
+	o := offered{step: step, rec: rec}
 	err := b.withClient(ctx, sys, ClientConfig{Work: true, Settings: set, OnStart: rec.start}, func(c Client) error {
 		if err := execSQL(ctx, b.admin, "CHECKPOINT"); err != nil {
 			return err

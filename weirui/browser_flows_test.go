@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image/png"
@@ -119,15 +120,18 @@ func (tb *tab) do(steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// text reads the text of the first element that matches sel, once there is
+// one. It reads by script rather than through chromedp's node tree: just
+// after a navigation that tree can still hold the previous document's node
+// ids, and a query then fails with "No node with given id found".
 func (tb *tab) text(sel string) string {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, time.Minute)
-	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	q, err := json.Marshal(sel)
 	if err != nil {
-		tb.t.Fatalf("text of %s: %v", sel, err)
+		tb.t.Fatal(err)
 	}
-	return v
+	tb.waitFor("element "+sel, fmt.Sprintf(`document.querySelector(%s) !== null`, q), 20*time.Second)
+	return eval[string](tb, fmt.Sprintf(`document.querySelector(%s).innerText`, q))
 }
 
 func eval[T any](tb *tab, js string, opts ...chromedp.EvaluateOption) T {

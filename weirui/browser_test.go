@@ -3,6 +3,7 @@ package weirui_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -70,11 +71,13 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(what string, a chromedp.Action[string]) string {
+	// text reads by script, not through chromedp's node tree, which can
+	// hold the previous document's node ids just after a navigation.
+	text := func(sel string) string {
 		t.Helper()
-		v, err := chromedp.Run(ctx, a)
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).innerText`, sel)))
 		if err != nil {
-			t.Fatalf("%s: %v", what, err)
+			t.Fatalf("text of %s: %v", sel, err)
 		}
 		return v
 	}
@@ -94,8 +97,8 @@ func TestBrowser(t *testing.T) {
 	}
 
 	do(chromedp.EmulateViewport(1280, 900), chromedp.Navigate(e.srv.URL+"/jobs/"+strconv.FormatInt(failed.Job.ID, 10)))
-	args := run("args", chromedp.Text(chromedp.CSS(`pre.json`)))
-	errText := run("error", chromedp.Text(chromedp.CSS(`ol.errors pre`)))
+	args := text(`pre.json`)
+	errText := text(`ol.errors pre`)
 	if !strings.Contains(args, evil) || !strings.Contains(errText, evil) {
 		t.Errorf("args %q and error %q do not show the text as it is", args, errText)
 	}
@@ -121,7 +124,7 @@ func TestBrowser(t *testing.T) {
 		text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
 		t.Fatalf("no message after Cancel (%v); the page says %q", err, text)
 	}
-	if flash := run("flash", chromedp.Text(chromedp.CSS(`.flash`))); !strings.Contains(flash, "Job cancelled") {
+	if flash := text(`.flash`); !strings.Contains(flash, "Job cancelled") {
 		t.Errorf("flash %q", flash)
 	}
 	if got := e.job(t, job.ID).State; got != weir.JobStateCancelled {

@@ -114,9 +114,17 @@ type QueueConfig struct {
 	// client. Range: 1 to 10,000.
 	MaxWorkers int
 	// Prefetch is how many claimed jobs may wait locally for a free worker, beyond
-	// MaxWorkers. 0 means the default: MaxWorkers/4, at most 100; -1 means none.
-	// Range: -1 to 10,000.
+	// MaxWorkers. 0 means the default: MaxWorkers/4, at most 100, or none when
+	// GlobalLimit is set (a prefetched job holds one of the limit's slots while
+	// it waits); -1 means none. Range: -1 to 10,000.
 	Prefetch int
+	// GlobalLimit, when set, is the most jobs of this queue that may run at
+	// once across every client on the database (docs/flow-control.md). Start
+	// stores it in the database, whose value is the one every client's claims
+	// obey: of clients that declare different limits, the one started last
+	// wins. 0 leaves the stored limit as it is, none or one an operator set
+	// (Client.QueueSetGlobalLimit, weir queues set). Range: 0 to 1,000,000.
+	GlobalLimit int
 }
 
 // Runtime defaults.
@@ -296,10 +304,16 @@ func (cfg *Config) setRuntimeDefaults() error {
 		if q.MaxWorkers < 1 || q.MaxWorkers > maxQueueWorkers {
 			return invalidf(fmt.Sprintf("Config.Queues[%q].MaxWorkers", name), "queue %q: MaxWorkers %d is outside its range 1..%d", name, q.MaxWorkers, maxQueueWorkers)
 		}
+		if q.GlobalLimit < 0 || q.GlobalLimit > weirdriver.MaxGlobalLimit {
+			return invalidf(fmt.Sprintf("Config.Queues[%q].GlobalLimit", name), "queue %q: GlobalLimit %d is outside its range 0..%d (0 leaves the stored limit)",
+				name, q.GlobalLimit, weirdriver.MaxGlobalLimit)
+		}
 		switch {
 		case q.Prefetch < -1 || q.Prefetch > maxPrefetch:
 			return invalidf(fmt.Sprintf("Config.Queues[%q].Prefetch", name), "queue %q: Prefetch %d is outside its range -1..%d (-1 for none, 0 for the default)",
 				name, q.Prefetch, maxPrefetch)
+		case q.Prefetch == 0 && q.GlobalLimit > 0:
+			// none: 0, which -1 becomes below
 		case q.Prefetch == 0:
 			q.Prefetch = min(q.MaxWorkers/4, 100)
 		case q.Prefetch == -1:

@@ -63,6 +63,7 @@ func TestConfigRanges(t *testing.T) {
 		retainRange   = "1s..87600h"
 		workersRange  = "1..10000"
 		prefetchRange = "-1..10000"
+		limitRange    = "0..1000000"
 	)
 	for _, c := range []bound{
 		dur("Config.LeaseDuration", 100*ms-1, false, leaseRange, lease),
@@ -112,6 +113,10 @@ func TestConfigRanges(t *testing.T) {
 		queue("Prefetch", weir.QueueConfig{MaxWorkers: 1, Prefetch: 10_000}, 10_000, true, ""),
 		queue("Prefetch", weir.QueueConfig{MaxWorkers: 1, Prefetch: 10_001}, 10_001, false, prefetchRange),
 		queue("Prefetch", weir.QueueConfig{MaxWorkers: 1, Prefetch: 1e9}, 1e9, false, prefetchRange),
+		queue("GlobalLimit", weir.QueueConfig{MaxWorkers: 1, GlobalLimit: -1}, -1, false, limitRange),
+		queue("GlobalLimit", weir.QueueConfig{MaxWorkers: 1, GlobalLimit: 0}, 0, true, ""),
+		queue("GlobalLimit", weir.QueueConfig{MaxWorkers: 1, GlobalLimit: 1_000_000}, 1_000_000, true, ""),
+		queue("GlobalLimit", weir.QueueConfig{MaxWorkers: 1, GlobalLimit: 1_000_001}, 1_000_001, false, limitRange),
 		queues(1000, true),
 		queues(1001, false),
 	} {

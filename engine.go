@@ -229,6 +229,16 @@ func newEngine(ctx context.Context, c *Client) *engine {
 
 // start starts the engine's goroutines. When it fails, nothing runs.
 func (e *engine) start(ctx context.Context) error {
+	// The global limits this client declares are stored before anything runs:
+	// the database's value is the one every claim obeys.
+	for name, p := range e.producers {
+		if p.cfg.GlobalLimit == 0 {
+			continue
+		}
+		if err := p.exec.QueueSetGlobalLimit(ctx, name, p.cfg.GlobalLimit); err != nil {
+			return fmt.Errorf("weir: start: %w", err)
+		}
+	}
 	e.events.startHooks(e.logger)
 	go func() { // the completer: stopped by serviceCtx, awaited through completerDone
 		defer close(e.completerDone)
@@ -273,6 +283,9 @@ func (e *engine) outcomeWritten(f *completer.Finalization) {
 		err = nil // the handler's transaction ended the job; run logged its error
 	}
 	e.events.emit(eventOf(f.Params.Outcome), f.Job.Row, err, f.Ran)
+	if p := e.producers[f.Job.Row.Queue]; p != nil {
+		p.released()
+	}
 }
 
 // staleWrite counts, logs and publishes a fenced write that matched nothing.

@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain()) // a worker process of TestCrashBound
 	}
+	if os.Getenv(limitChildEnv) != "" {
+		os.Exit(limitChildMain()) // a client of TestGlobalLimitExact
+	}
 	dbtest.Main(m)
 }
 

@@ -289,6 +289,30 @@ func (c *Client) QueueResume(ctx context.Context, name string) error {
 	return nil
 }
 
+// QueueSetGlobalLimit sets the most jobs of queue name that may run at once
+// across every client on the database, 1 to 1,000,000, or removes the limit
+// (0). It takes effect at the next claim of every client; a limit lower than
+// the jobs running stops none of them, and claims wait until fewer run
+// (docs/flow-control.md). A client started later whose QueueConfig declares
+// a GlobalLimit for the queue stores its own.
+func (c *Client) QueueSetGlobalLimit(ctx context.Context, name string, limit int) error {
+	if limit < 0 || limit > weirdriver.MaxGlobalLimit {
+		return invalidf("limit", "global limit %d is outside its range 0..%d (0 for none)", limit, weirdriver.MaxGlobalLimit)
+	}
+	err := c.queueOp(ctx, name, func(e weirdriver.Executor, ctx context.Context, name string) error {
+		return e.QueueSetGlobalLimit(ctx, name, limit)
+	})
+	if err != nil {
+		return err
+	}
+	if e := c.engine(); e != nil { // as QueueResume: this client's workers wake at once
+		if p := e.producers[name]; p != nil {
+			p.poke()
+		}
+	}
+	return nil
+}
+
 func (c *Client) queueOp(ctx context.Context, name string, op func(weirdriver.Executor, context.Context, string) error) error {
 	if err := validateName("name", "queue", name); err != nil {
 		return err

@@ -246,7 +246,7 @@ func pollOnlySuite(t *testing.T, url string) {
 		b := setup(t, opts())
 		id := b.insertProbe(t, "x", &weir.InsertOpts{MaxAttempts: 5})
 		// A client that claimed it and died: its lease ends at once.
-		claimed, err := b.driver.Executor().JobClaim(testCtx(t), &weirdriver.JobClaimParams{
+		claimed, _, err := b.driver.Executor().JobClaim(testCtx(t), &weirdriver.JobClaimParams{
 			Queue: weir.DefaultQueue, Max: 1, ClientID: "lost", LeaseDuration: time.Microsecond})
 		if err != nil || len(claimed) != 1 || claimed[0].ID != id {
 			t.Fatalf("claim: %v, %v", claimed, err)

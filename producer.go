@@ -58,6 +58,13 @@ type producer struct {
 	cfg   QueueConfig
 	wake  chan struct{} // capacity 1: a pending wake-up
 	hints chan struct{} // capacity 1: a pending insert notification
+	// freed (capacity 1) is signalled when an outcome of this queue's jobs is
+	// written; atLimit is set while the last claim was cut short by the
+	// queue's global limit, and then only a written outcome, a notification
+	// or the backoff claims again, not a handler's return (its job still
+	// holds its slot until its outcome is written).
+	freed   chan struct{}
+	atLimit atomic.Bool
 
 	// workers counts the worker goroutines, at most MaxWorkers: one is started
 	// when a job starts and no worker is idle, and it lives until the producer
@@ -81,7 +88,7 @@ type producer struct {
 func newProducer(deps producerDeps, queue string, cfg QueueConfig) *producer {
 	return &producer{
 		producerDeps: deps, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
-		claiming: true,
+		freed: make(chan struct{}, 1), claiming: true,
 	}
 }
 
@@ -137,6 +144,28 @@ func (p *producer) poke() {
 	}
 }
 
+// released tells the producer that an outcome of one of its queue's jobs was
+// written: a slot of the queue's global limit, if it has one, is free. It
+// never blocks, and costs nothing unless the queue is at its limit.
+func (p *producer) released() {
+	if !p.atLimit.Load() {
+		return
+	}
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+}
+
+// Backoff of a queue at its global limit: a claim cut short by the limit is
+// tried again after limitRetryMin, doubling to limitRetryMax (and never later
+// than FetchPollInterval), unless an outcome written by this client frees a
+// slot first. Slots freed by other clients are found by these retries.
+const (
+	limitRetryMin = 5 * time.Millisecond
+	limitRetryMax = 100 * time.Millisecond
+)
+
 // hint is poke for an insert notification, which is throttled (hintGap).
 func (p *producer) hint() {
 	select {
@@ -151,15 +180,20 @@ func (p *producer) loop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	var (
-		nextPoll  time.Time // when poll fires
-		lastClaim time.Time // when the last claim began
-		lastEmpty bool      // it found nothing (or failed, or had no room)
+		nextPoll   time.Time     // when poll fires
+		lastClaim  time.Time     // when the last claim began
+		lastEmpty  bool          // it found nothing (or failed, or had no room)
+		limitRetry time.Duration // the backoff while at the global limit
 	)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.wake:
+			if p.atLimit.Load() {
+				continue // a returned handler's job holds its slot until written
+			}
+		case <-p.freed:
 		case <-p.hints:
 			if at := lastClaim.Add(hintGap); lastEmpty && time.Now().Before(at) {
 				// Claim when the gap ends, unless the poll comes first.
@@ -172,14 +206,21 @@ func (p *producer) loop(ctx context.Context) {
 		case <-poll.C:
 		}
 		lastClaim = time.Now()
-		got, more, err := p.fill()
+		got, more, limited, err := p.fill()
 		lastEmpty = got == 0
+		p.atLimit.Store(limited)
 		wait := p.pollInterval
 		switch {
 		case err != nil:
 			wait = min(wait, time.Second) // a failed claim (a dropped connection) is retried soon
+		case limited:
+			limitRetry = min(max(2*limitRetry, limitRetryMin), limitRetryMax)
+			wait = min(wait, limitRetry)
 		case more:
 			wait = 0 // the claim filled every free slot: there may be more at once
+		}
+		if !limited {
+			limitRetry = 0
 		}
 		nextPoll = time.Now().Add(wait)
 		poll.Reset(wait)
@@ -187,14 +228,15 @@ func (p *producer) loop(ctx context.Context) {
 }
 
 // fill starts buffered jobs on free workers and claims as many jobs as there is
-// room for. It returns how many it claimed and whether that was all it asked for.
-func (p *producer) fill() (got int, more bool, err error) {
+// room for. It returns how many it claimed, whether that was all it asked for,
+// and whether the queue's global limit cut the claim short.
+func (p *producer) fill() (got int, more, limited bool, err error) {
 	p.mu.Lock()
 	p.startBufferedLocked()
 	room := p.cfg.MaxWorkers + p.cfg.Prefetch - p.running - len(p.buffer)
 	p.mu.Unlock()
 	if room <= 0 || p.backlogFull() {
-		return 0, false, nil // a freed slot, or room in the backlog, pokes
+		return 0, false, false, nil // a freed slot, or room in the backlog, pokes
 	}
 
 	// A claim in flight is let finish when Stop begins (its jobs are then released),
@@ -204,7 +246,7 @@ func (p *producer) fill() (got int, more bool, err error) {
 	ctx, cancel := context.WithTimeout(p.hard, p.leaseBudget)
 	defer cancel()
 	sent := time.Now()
-	rows, err := p.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
+	rows, limited, err := p.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
 		Queue: p.queue, Max: room, ClientID: p.clientID, LeaseDuration: p.leaseDuration,
 	})
 	p.claims.Add(1)
@@ -212,10 +254,10 @@ func (p *producer) fill() (got int, more bool, err error) {
 		if p.hard.Err() == nil {
 			p.limited.log(slog.LevelError, "weir: claim jobs", p.queue, slog.String("queue", p.queue), slog.Any("error", err))
 		}
-		return 0, false, err
+		return 0, false, false, err
 	}
 	if len(rows) == 0 {
-		return 0, false, nil
+		return 0, false, limited, nil
 	}
 	deadline := sent.Add(p.leaseBudget)
 	jobs := make([]*lease.Job, len(rows))
@@ -230,11 +272,11 @@ func (p *producer) fill() (got int, more bool, err error) {
 		// Stop began while the claim was in flight: give these back too.
 		p.mu.Unlock()
 		p.releaseBuffered()
-		return len(rows), false, nil
+		return len(rows), false, limited, nil
 	}
 	p.startBufferedLocked()
 	p.mu.Unlock()
-	return len(rows), len(rows) == room, nil
+	return len(rows), len(rows) == room, limited, nil
 }
 
 // startBufferedLocked starts buffered jobs while workers are free. p.mu is held.

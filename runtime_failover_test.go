@@ -215,7 +215,7 @@ func TestFailoverAsyncTokens(t *testing.T) {
 		t.Helper()
 		var jobs []*weirtype.JobRow
 		waitFor(t, 30*time.Second, who+"'s claim", func() bool {
-			jobs, err = driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
+			jobs, _, err = driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
 				Queue: weir.DefaultQueue, Max: 1, ClientID: who, LeaseDuration: time.Hour,
 			})
 			return err == nil // the pool's connections to a dead primary fail once

@@ -205,7 +205,7 @@ func TestUniqueOnConflict(t *testing.T) {
 		}
 
 		// Running: every mode reports the duplicate and changes nothing.
-		claimed, err := s.client.Driver().Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
+		claimed, _, err := s.client.Driver().Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
 			Queue: weir.DefaultQueue, Max: 1, ClientID: "test", LeaseDuration: time.Hour})
 		if err != nil || len(claimed) != 1 || claimed[0].ID != first.Job.ID {
 			t.Fatalf("claim: %v %v", claimed, err)

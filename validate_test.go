@@ -123,7 +123,7 @@ func TestExtremeTimesReadable(t *testing.T) {
 	if j := b.job(t, late); !j.ScheduledAt.Equal(last) || j.State != weir.JobStateScheduled {
 		t.Fatalf("late job %s at %s", j.State, j.ScheduledAt)
 	}
-	claimed, err := b.driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
+	claimed, _, err := b.driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
 		Queue: weir.DefaultQueue, Max: 10, ClientID: "t", LeaseDuration: time.Minute})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != early.Job.ID || !claimed[0].ScheduledAt.Equal(first) {
 		t.Fatalf("claim: %v, %+v", err, claimed)
@@ -216,7 +216,7 @@ func TestMigration005MovesTimesIntoRange(t *testing.T) {
 	if j := b.job(t, running); !j.CreatedAt.Equal(start) || j.AttemptedAt == nil || !j.AttemptedAt.Equal(end) || j.LeaseExpiresAt == nil || !j.LeaseExpiresAt.Equal(end) {
 		t.Errorf("running job: created %s, attempted %v, lease until %v", j.CreatedAt, j.AttemptedAt, j.LeaseExpiresAt)
 	}
-	claimed, err := b.driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
+	claimed, _, err := b.driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
 		Queue: weir.DefaultQueue, Max: 10, ClientID: "t", LeaseDuration: time.Minute})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != due {
 		t.Fatalf("claim after 005: %v, %+v", err, claimed)

@@ -185,3 +185,20 @@ func CheckThroughput(p *JobThroughputParams) error {
 	}
 	return nil
 }
+
+// MaxGlobalLimit is the largest global limit of a queue.
+const MaxGlobalLimit = 1_000_000
+
+// CheckGlobalLimit checks a queue's new global limit: 0 (none) to
+// MaxGlobalLimit, for a queue name of 1 to 128 bytes.
+func CheckGlobalLimit(name string, limit int) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("queue is empty")
+	case len(name) > maxQueueNameBytes:
+		return fmt.Errorf("queue name is %d bytes long; the limit is %d", len(name), maxQueueNameBytes)
+	case limit < 0 || limit > MaxGlobalLimit:
+		return fmt.Errorf("global limit %d is out of range: 0 (none) to %d", limit, MaxGlobalLimit)
+	}
+	return nil
+}

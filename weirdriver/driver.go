@@ -214,6 +214,10 @@ type Executor interface {
 	// QueueResume resumes a paused queue and wakes its workers. Resuming a queue
 	// that is not paused changes nothing.
 	QueueResume(ctx context.Context, name string) error
+	// QueueSetGlobalLimit sets the most jobs of a queue that may run at once
+	// across every client (1 to MaxGlobalLimit), or removes the limit (0). A
+	// lower limit than the jobs running stops no job: claims wait until fewer run.
+	QueueSetGlobalLimit(ctx context.Context, name string, limit int) error
 
 	// The worker runtime's statements. Every write about a running job is fenced:
 	// it applies only while the job is running under the given lease token, and a
@@ -221,10 +225,15 @@ type Executor interface {
 
 	// JobClaim leases up to Max due available jobs of a queue, in priority, then
 	// scheduled time, then id order, skipping jobs that other claimers hold locked.
-	// Each claimed job gets a lease token greater than any it had before.
-	JobClaim(ctx context.Context, params *JobClaimParams) ([]*weirtype.JobRow, error)
+	// Each claimed job gets a lease token greater than any it had before. A
+	// queue with a global limit (QueueSetGlobalLimit) is claimed from one claim
+	// at a time, and a claim leases at most the limit less the queue's running
+	// jobs, counted after every earlier claim of the queue ended; limited
+	// reports that the limit cut this claim short, so that the queue may hold
+	// more due jobs than were returned.
+	JobClaim(ctx context.Context, params *JobClaimParams) (jobs []*weirtype.JobRow, limited bool, err error)
 	// JobClaimID leases job params.ID if it is scheduled, available or retryable,
-	// whatever its due time and whether its queue is paused, and returns it
+	// whatever its due time, whether its queue is paused and its global limit, and returns it
 	// running. A job that is running or final is returned unchanged, with false;
 	// a job that does not exist is ErrNotFound. It runs one chosen job: weirtest's
 	// Worker and inline clients use it.
@@ -414,6 +423,8 @@ type QueueStats struct {
 	OldestAvailableAt time.Time
 	// Paused is set while the queue is paused.
 	Paused bool
+	// GlobalLimit is the queue's global limit, 0 when it has none.
+	GlobalLimit int
 	// Estimated marks the states whose count is an estimate
 	// (Executor.QueueListEstimated); the other counts are exact. Nil when
 	// every count is exact.

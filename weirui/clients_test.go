@@ -45,7 +45,7 @@ func TestClients(t *testing.T) {
 		t.Fatalf("elect: %v %v", ok, err)
 	}
 	e.insert(t, textArgs{Text: "a"}, nil)
-	if jobs, err := exec.JobClaim(t.Context(), &weirdriver.JobClaimParams{Queue: weir.DefaultQueue, Max: 1, ClientID: "web-2", LeaseDuration: time.Minute}); err != nil || len(jobs) != 1 {
+	if jobs, _, err := exec.JobClaim(t.Context(), &weirdriver.JobClaimParams{Queue: weir.DefaultQueue, Max: 1, ClientID: "web-2", LeaseDuration: time.Minute}); err != nil || len(jobs) != 1 {
 		t.Fatalf("claim: %v %v", jobs, err)
 	}
 

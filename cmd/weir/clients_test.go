@@ -40,7 +40,7 @@ func TestClients(t *testing.T) {
 		t.Fatalf("elect: %v %v", ok, err)
 	}
 	wantOK(t, weir(t, "enqueue", "--kind", "k"))
-	if jobs, err := exec.JobClaim(t.Context(), &weirdriver.JobClaimParams{Queue: "default", Max: 1, ClientID: "web-\x1b[31m1", LeaseDuration: time.Minute}); err != nil || len(jobs) != 1 {
+	if jobs, _, err := exec.JobClaim(t.Context(), &weirdriver.JobClaimParams{Queue: "default", Max: 1, ClientID: "web-\x1b[31m1", LeaseDuration: time.Minute}); err != nil || len(jobs) != 1 {
 		t.Fatalf("claim: %v %v", jobs, err)
 	}
 

@@ -624,7 +624,7 @@ func (f *fixture) fill(t *testing.T, driver weirdriver.Driver) {
 	}
 	claim := func(queue string) *weir.JobRow {
 		t.Helper()
-		jobs, err := f.driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
+		jobs, _, err := f.driver.Executor().JobClaim(ctx, &weirdriver.JobClaimParams{
 			Queue: queue, Max: 1, ClientID: "fixture", LeaseDuration: time.Hour,
 		})
 		if err != nil || len(jobs) != 1 {

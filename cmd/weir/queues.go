@@ -7,16 +7,18 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
 
 var queuesCommand = &command{
 	name:    "queues",
-	summary: "list queues with their jobs by state; pause or resume a queue",
+	summary: "list queues with their jobs by state and limits; pause, resume or limit a queue",
 	usage:   queuesUsage,
 	run:     runQueues,
 }
@@ -26,21 +28,28 @@ const queuesSynopsis = `Usage:
     weir queues list   [--json]
     weir queues pause  NAME [--create]
     weir queues resume NAME
+    weir queues set    NAME --global-limit N|none [--create]
 
 Each action also takes --database-url URL and --schema NAME.
 
-list prints every queue that has jobs or is paused, with its jobs counted by
-state, as a table or, with --json, as a JSON array.
+list prints every queue that has jobs, is paused or has a global limit, with
+its limit and its jobs counted by state, as a table or, with --json, as a JSON
+array.
 pause stops every client from starting jobs of the queue until it is resumed;
 running jobs finish. Pausing a paused queue changes nothing. A queue weir does
 not know (no jobs, not paused) is refused as a likely typo unless --create is
 given, to pause a queue before its first job.
 resume lets clients start the queue's jobs again. Resuming a queue that is not
 paused changes nothing.
+set --global-limit N lets at most N (1 to 1,000,000) of the queue's jobs run at
+once across every client; none removes the limit. It takes effect at every
+client's next claim, and stops no running job. A client started later that
+declares a limit for the queue in its configuration stores its own. An unknown
+queue is refused as for pause, unless --create is given.
 `
 
 var queuesGroup = &actionGroup{
-	name: "queues", actions: []string{"list", "pause", "resume"}, synopsis: queuesSynopsis,
+	name: "queues", actions: []string{"list", "pause", "resume", "set"}, synopsis: queuesSynopsis,
 	flags: func(action string) *flag.FlagSet { fs, _ := queuesFlags(action); return fs },
 }
 
@@ -48,9 +57,10 @@ func queuesUsage(w io.Writer) { queuesGroup.usage(w) }
 
 // queuesOpts are the flags of weir queues' actions.
 type queuesOpts struct {
-	db     dbFlags
-	json   bool
-	create bool
+	db          dbFlags
+	json        bool
+	create      bool
+	globalLimit string
 }
 
 func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
@@ -62,6 +72,9 @@ func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
 		fs.BoolVar(&o.json, "json", false, "print a JSON array of queues")
 	case "pause":
 		fs.BoolVar(&o.create, "create", false, "pause the queue even if weir does not know it yet (it has no jobs and is not paused)")
+	case "set":
+		fs.StringVar(&o.globalLimit, "global-limit", "", "the most jobs of the queue running at once across every client, 1 to 1000000, or none")
+		fs.BoolVar(&o.create, "create", false, "set the limit even if weir does not know the queue yet")
 	}
 	return fs, o
 }
@@ -84,6 +97,13 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
+	var limit int
+	if action == "set" {
+		if limit, err = parseGlobalLimit(fs, o.globalLimit); err != nil {
+			return err
+		}
+	}
+
 	client, closeDB, err := openClient(ctx, &o.db)
 	if err != nil {
 		return err
@@ -92,16 +112,27 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 	switch action {
 	case "list":
 		return queuesList(ctx, e, fs, o, client)
-	case "pause":
+	case "pause", "set":
 		if !o.create {
 			known, err := queueKnown(ctx, client, name)
 			if err != nil {
 				return o.db.clientErr(fs, err)
 			}
 			if !known {
-				return fmt.Errorf("%s: no queue %q: it has no jobs and is not paused (check the name, or pass --create to pause it before its first job)",
-					cmdName(fs), name)
+				return fmt.Errorf("%s: no queue %q: it has no jobs and is not paused or limited (check the name, or pass --create to %s it before its first job)",
+					cmdName(fs), name, map[string]string{"pause": "pause", "set": "limit"}[action])
 			}
+		}
+		if action == "set" {
+			if err := client.QueueSetGlobalLimit(ctx, name, limit); err != nil {
+				return o.db.clientErr(fs, err)
+			}
+			if limit == 0 {
+				_, err = fmt.Fprintf(e.stdout, "queue %s: no global limit\n", termSafe(name))
+			} else {
+				_, err = fmt.Fprintf(e.stdout, "queue %s: global limit %d\n", termSafe(name), limit)
+			}
+			return err
 		}
 		if err := client.QueuePause(ctx, name); err != nil {
 			return o.db.clientErr(fs, err)
@@ -114,6 +145,21 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 		_, err = fmt.Fprintf(e.stdout, "queue %s resumed\n", termSafe(name))
 	}
 	return err
+}
+
+// parseGlobalLimit reads --global-limit: "none" (0) or 1 to 1,000,000.
+func parseGlobalLimit(fs *flag.FlagSet, v string) (int, error) {
+	if v == "" {
+		return 0, usagef("%s: --global-limit is required: a number from 1 to %d, or none (run `%s -h`)", cmdName(fs), weirdriver.MaxGlobalLimit, fs.Name())
+	}
+	if v == "none" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > weirdriver.MaxGlobalLimit {
+		return 0, usagef("%s: --global-limit %q is not a number from 1 to %d, nor none", cmdName(fs), termSafe(v), weirdriver.MaxGlobalLimit)
+	}
+	return n, nil
 }
 
 // queueKnown reports whether the queue has jobs or a row of its own, so that
@@ -138,11 +184,13 @@ func queueKnown(ctx context.Context, client *weir.Client, name string) (bool, er
 	return slices.ContainsFunc(queues, func(q *weir.QueueStats) bool { return q.Name == name }), nil
 }
 
-// queueJSON is a queue as weir prints it for scripts. Counts holds every state.
+// queueJSON is a queue as weir prints it for scripts. GlobalLimit is null when
+// the queue has none; Counts holds every state.
 type queueJSON struct {
-	Name   string                  `json:"name"`
-	Paused bool                    `json:"paused"`
-	Counts map[weir.JobState]int64 `json:"counts"`
+	Name        string                  `json:"name"`
+	Paused      bool                    `json:"paused"`
+	GlobalLimit *int                    `json:"global_limit"`
+	Counts      map[weir.JobState]int64 `json:"counts"`
 }
 
 func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, client *weir.Client) error {
@@ -155,6 +203,9 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		out := make([]queueJSON, len(queues))
 		for i, q := range queues {
 			out[i] = queueJSON{Name: q.Name, Paused: q.Paused, Counts: map[weir.JobState]int64{}}
+			if q.GlobalLimit > 0 {
+				out[i].GlobalLimit = &q.GlobalLimit
+			}
 			for _, s := range states {
 				out[i].Counts[s] = q.Counts[s]
 			}
@@ -166,7 +217,7 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprint(tw, "NAME\tPAUSED")
+	fmt.Fprint(tw, "NAME\tPAUSED\tGLOBAL LIMIT")
 	for _, s := range states {
 		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(s)))
 	}
@@ -176,7 +227,11 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		if q.Paused {
 			paused = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s", termSafe(q.Name), paused)
+		limit := "-"
+		if q.GlobalLimit > 0 {
+			limit = strconv.Itoa(q.GlobalLimit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s", termSafe(q.Name), paused, limit)
 		for _, s := range states {
 			fmt.Fprintf(tw, "\t%d", q.Counts[s])
 		}

@@ -12,9 +12,10 @@ import (
 
 // listedQueue is a queue as `weir queues list --json` prints it.
 type listedQueue struct {
-	Name   string           `json:"name"`
-	Paused bool             `json:"paused"`
-	Counts map[string]int64 `json:"counts"`
+	Name        string           `json:"name"`
+	Paused      bool             `json:"paused"`
+	GlobalLimit *int             `json:"global_limit"`
+	Counts      map[string]int64 `json:"counts"`
 }
 
 func TestQueues(t *testing.T) {
@@ -59,13 +60,13 @@ func TestQueues(t *testing.T) {
 	r = weir(t, "queues", "list")
 	wantOK(t, r)
 	header, rows := tableRows(t, r.stdout)
-	if header != "NAME PAUSED SCHEDULED AVAILABLE RUNNING RETRYABLE COMPLETED CANCELLED DISCARDED" {
+	if header != "NAME PAUSED GLOBAL LIMIT SCHEDULED AVAILABLE RUNNING RETRYABLE COMPLETED CANCELLED DISCARDED" {
 		t.Fatalf("header %q", header)
 	}
 	want := [][]string{
-		{"default", "no", "0", "1", "0", "0", "0", "0", "0"},
-		{"empty", "yes", "0", "0", "0", "0", "0", "0", "0"},
-		{"mail", "yes", "0", "2", "0", "0", "0", "1", "0"},
+		{"default", "no", "-", "0", "1", "0", "0", "0", "0", "0"},
+		{"empty", "yes", "-", "0", "0", "0", "0", "0", "0", "0"},
+		{"mail", "yes", "-", "0", "2", "0", "0", "0", "1", "0"},
 	}
 	if !slices.EqualFunc(rows, want, slices.Equal) {
 		t.Fatalf("list:\n%s\nwant rows %q", r.stdout, want)
@@ -105,6 +106,71 @@ func TestQueues(t *testing.T) {
 	}
 }
 
+// TestQueuesSetGlobalLimit: set stores a queue's global limit and none
+// removes it; list shows it; an unknown queue needs --create; a bad value is
+// refused with an error that names it, and changes nothing.
+func TestQueuesSetGlobalLimit(t *testing.T) {
+	t.Parallel()
+	_, weir := migrated(t)
+	wantOK(t, weir(t, "enqueue", "--kind", "k", "--queue", "mail"))
+
+	r := weir(t, "queues", "set", "mail", "--global-limit", "7")
+	wantOK(t, r)
+	if r.stdout != "queue mail: global limit 7\n" {
+		t.Fatalf("set printed %q", r.stdout)
+	}
+	limits := func() map[string]*int {
+		t.Helper()
+		r := weir(t, "queues", "list", "--json")
+		wantOK(t, r)
+		var queues []listedQueue
+		decodeJSON(t, r.stdout, &queues)
+		out := map[string]*int{}
+		for _, q := range queues {
+			out[q.Name] = q.GlobalLimit
+		}
+		return out
+	}
+	if l := limits(); len(l) != 1 || l["mail"] == nil || *l["mail"] != 7 {
+		t.Fatalf("limits after set: %v", l)
+	}
+	r = weir(t, "queues", "list")
+	wantOK(t, r)
+	if _, rows := tableRows(t, r.stdout); len(rows) != 1 || rows[0][2] != "7" {
+		t.Fatalf("list after set:\n%s", r.stdout)
+	}
+
+	before := weir(t, "queues", "list", "--json")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mail"}, "--global-limit is required"},
+		{[]string{"mail", "--global-limit", "0"}, `--global-limit "0" is not a number from 1 to 1000000, nor none`},
+		{[]string{"mail", "--global-limit", "-3"}, `--global-limit "-3" is not a number`},
+		{[]string{"mail", "--global-limit", "1000001"}, `--global-limit "1000001" is not a number`},
+		{[]string{"mail", "--global-limit", "ten"}, `--global-limit "ten" is not a number`},
+	} {
+		wantFailure(t, weir(t, append([]string{"queues", "set"}, c.args...)...), exitUsage, c.want)
+	}
+	wantFailure(t, weir(t, "queues", "set", "nope", "--global-limit", "3"), exitFailure,
+		`weir: queues set: no queue "nope"`, "--create")
+	if after := weir(t, "queues", "list", "--json"); after != before {
+		t.Fatalf("refused changes changed the queues: %v, then %v", before, after)
+	}
+
+	// --create limits a queue before its first job; none removes a limit.
+	wantOK(t, weir(t, "queues", "set", "later", "--global-limit", "2", "--create"))
+	r = weir(t, "queues", "set", "mail", "--global-limit", "none")
+	wantOK(t, r)
+	if r.stdout != "queue mail: no global limit\n" {
+		t.Fatalf("set none printed %q", r.stdout)
+	}
+	if l := limits(); l["mail"] != nil || l["later"] == nil || *l["later"] != 2 {
+		t.Fatalf("limits after none: %v", l)
+	}
+}
+
 func TestNotMigrated(t *testing.T) {
 	t.Parallel()
 	commands := [][]string{
@@ -119,6 +185,7 @@ func TestNotMigrated(t *testing.T) {
 		{"queues", "list"},
 		{"queues", "pause", "default"},
 		{"queues", "resume", "default"},
+		{"queues", "set", "default", "--global-limit", "3"},
 		{"clients", "list"},
 	}
 	for _, args := range commands {

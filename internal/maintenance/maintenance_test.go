@@ -439,7 +439,7 @@ func insertJobs(t *testing.T, exec weirdriver.Executor, queue string, n, maxAtte
 
 func claim(t *testing.T, exec weirdriver.Executor, queue string, n int, lease time.Duration) []*weirtype.JobRow {
 	t.Helper()
-	jobs, err := exec.JobClaim(t.Context(), &weirdriver.JobClaimParams{
+	jobs, _, err := exec.JobClaim(t.Context(), &weirdriver.JobClaimParams{
 		Queue: queue, Max: n, ClientID: "lost-worker", LeaseDuration: lease,
 	})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 func claim(t *testing.T, d weirdriver.Driver, queue string, limit int, lease time.Duration) []*weirtype.JobRow {
 	t.Helper()
-	jobs, err := d.Executor().JobClaim(ctx(t), &weirdriver.JobClaimParams{
+	jobs, _, err := d.Executor().JobClaim(ctx(t), &weirdriver.JobClaimParams{
 		Queue: queue, Max: limit, ClientID: testClient, LeaseDuration: lease,
 	})
 	if err != nil {
@@ -126,7 +126,7 @@ func testClaimConcurrentNoOverlap(t *testing.T, d weirdriver.Driver) {
 			<-start
 			res := result{client: client}
 			for {
-				jobs, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{
+				jobs, _, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{
 					Queue: "c", Max: 10, ClientID: client, LeaseDuration: time.Minute,
 				})
 				if err != nil {

@@ -69,7 +69,7 @@ func testClientRegistry(t *testing.T, d weirdriver.Driver) {
 	b := claimOne(t, d, "reg", 3, time.Hour)
 	insertOne(t, d, params("k", "reg", `{}`)) // available: held by nobody
 	finalize(t, d, &weirdriver.JobFinalizeParams{ID: b.ID, LeaseToken: b.LeaseToken, Outcome: weirdriver.OutcomeCompleted})
-	other, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{Queue: "reg", Max: 1, ClientID: "unregistered", LeaseDuration: time.Hour})
+	other, _, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{Queue: "reg", Max: 1, ClientID: "unregistered", LeaseDuration: time.Hour})
 	if err != nil || len(other) != 1 {
 		t.Fatalf("claim by another client: %v %v", other, err)
 	}

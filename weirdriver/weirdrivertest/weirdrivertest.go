@@ -70,6 +70,9 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"MigrationsApplied", testMigrationsApplied},
 		{"MigrationTx", testMigrationTx},
 		{"QueuePauseResume", testQueuePauseResume},
+		{"GlobalLimit", testGlobalLimit},
+		{"GlobalLimitConcurrent", testGlobalLimitConcurrent},
+		{"GlobalLimitRejectsBadInput", testGlobalLimitRejectsBadInput},
 		{"PeriodicRegister", testPeriodicRegister},
 		{"PeriodicFireAndOperate", testPeriodicFireAndOperate},
 		{"ClientRegistry", testClientRegistry},
@@ -179,7 +182,7 @@ func testRuntimeRejectsBadParams(t *testing.T, d weirdriver.Driver) {
 	} {
 		p := good
 		mod(&p)
-		if _, err := exec.JobClaim(ctx(t), &p); err == nil {
+		if _, _, err := exec.JobClaim(ctx(t), &p); err == nil {
 			t.Errorf("claim with %s succeeded", name)
 		}
 	}

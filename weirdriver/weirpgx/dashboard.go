@@ -44,9 +44,9 @@ WITH c AS (
 	UNION ALL
 	%s
 )
-SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, coalesce(c.sampled, false), p.paused_at IS NOT NULL
+SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, coalesce(c.sampled, false), p.paused_at IS NOT NULL, coalesce(p.global_limit, 0)
 FROM c
-FULL JOIN (SELECT name, paused_at FROM {queue} WHERE paused_at IS NOT NULL) AS p ON p.name = c.queue
+FULL JOIN (SELECT name, paused_at, global_limit FROM {queue} WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL) AS p ON p.name = c.queue
 ORDER BY 1, 2`
 
 // queueFinalExact counts the final jobs exactly: on a small table.
@@ -70,12 +70,13 @@ func scanQueues(r rows) (out []*weirdriver.QueueStats, pending, sampled int64, e
 			oldest    *time.Time
 			isSampled bool
 			paused    bool
+			limit     int
 		)
-		if err := r.Scan(&queue, &state, &n, &oldest, &isSampled, &paused); err != nil {
+		if err := r.Scan(&queue, &state, &n, &oldest, &isSampled, &paused, &limit); err != nil {
 			return nil, 0, 0, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
-			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused})
+			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused, GlobalLimit: limit})
 		}
 		if state == nil {
 			continue

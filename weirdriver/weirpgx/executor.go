@@ -272,6 +272,21 @@ func (e *executor) QueueResume(ctx context.Context, name string) (err error) {
 	return nil
 }
 
+func (e *executor) QueueSetGlobalLimit(ctx context.Context, name string, limit int) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckGlobalLimit(name, limit); err != nil {
+		return fmt.Errorf("set global limit of queue %s: %w", name, err)
+	}
+	var arg *int
+	if limit > 0 {
+		arg = &limit
+	}
+	if _, err := e.db.Exec(ctx, e.q.queueSetLimit, name, arg, e.q.insertChannel); err != nil {
+		return fmt.Errorf("set global limit of queue %s: %w", name, err)
+	}
+	return nil
+}
+
 // listQuery builds the listing statement for p; the schema is fixed at construction.
 func listQuery(q *queries, p *weirdriver.JobListParams) (string, []any) {
 	var (

@@ -153,15 +153,26 @@ SELECT {cols} FROM updated WHERE pg_notify($2, queue) IS NOT NULL`
 // no row when the job is missing or running.
 const jobDeleteSQL = `DELETE FROM {job} WHERE id = $1 AND state <> 'running' RETURNING {cols}`
 
-// queueListSQL counts jobs by queue and state, and lists paused queues without
-// jobs (state NULL). Returns name, state, count, the group's earliest scheduled
-// time, false (no count is a sample's: the columns of queueCountsSQL) and
-// paused, ordered by name and state.
+// queueListSQL counts jobs by queue and state, and lists paused or limited
+// queues without jobs (state NULL). Returns name, state, count, the group's
+// earliest scheduled time, false (no count is a sample's: the columns of
+// queueCountsSQL), paused and the global limit (0: none), ordered by name and
+// state.
 const queueListSQL = `
-SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, false, p.paused_at IS NOT NULL
+SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, false, p.paused_at IS NOT NULL, coalesce(p.global_limit, 0)
 FROM (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM {job} GROUP BY queue, state) AS c
-FULL JOIN (SELECT name, paused_at FROM {queue} WHERE paused_at IS NOT NULL) AS p ON p.name = c.queue
+FULL JOIN (SELECT name, paused_at, global_limit FROM {queue} WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL) AS p ON p.name = c.queue
 ORDER BY 1, 2`
+
+// queueSetGlobalLimitSQL sets queue $1's global limit to $2 (NULL: none) and
+// notifies $3, the insert channel, so that the queue's workers claim again.
+const queueSetGlobalLimitSQL = `
+WITH settings AS (
+	INSERT INTO {queue} AS q (name, global_limit) VALUES ($1, $2)
+	ON CONFLICT (name) DO UPDATE SET global_limit = excluded.global_limit, updated_at = now()
+	RETURNING name
+)
+SELECT pg_notify($3, name) IS NOT NULL FROM settings`
 
 // queuePauseSQL pauses queue $1, keeping the time of an earlier pause, and sends
 // "pause <name>" on $2, the control channel.
@@ -205,6 +216,7 @@ type queries struct {
 	queueList      string
 	queuePause     string
 	queueResume    string
+	queueSetLimit  string
 
 	readySegments string
 	readyMove     string // {segment}: the segment's table, qualified
@@ -246,6 +258,7 @@ func newQueries(schema string) *queries {
 		queueList:      fill(queueListSQL),
 		queuePause:     fill(queuePauseSQL),
 		queueResume:    fill(queueResumeSQL),
+		queueSetLimit:  fill(queueSetGlobalLimitSQL),
 		readySegments:  fill(readySegmentsSQL),
 		readyMove:      fill(readyMoveSQL),
 		readyRepair:    fill(readyRepairSQL),

@@ -73,7 +73,7 @@ func claimAll(t *testing.T, exec weirdriver.Executor, queue string) []int64 {
 	t.Helper()
 	var ids []int64
 	for {
-		jobs, err := exec.JobClaim(t.Context(), &weirdriver.JobClaimParams{Queue: queue, Max: 500, ClientID: "c", LeaseDuration: time.Minute})
+		jobs, _, err := exec.JobClaim(t.Context(), &weirdriver.JobClaimParams{Queue: queue, Max: 500, ClientID: "c", LeaseDuration: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestReadyCompactUnderHeldSnapshot(t *testing.T) {
 	}
 
 	insertJobs(t, exec, q, 2000, time.Time{})
-	jobs, err := exec.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: q, Max: 1990, ClientID: "c", LeaseDuration: time.Minute})
+	jobs, _, err := exec.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: q, Max: 1990, ClientID: "c", LeaseDuration: time.Minute})
 	if err != nil || len(jobs) != 1990 {
 		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
 	}
@@ -343,7 +343,7 @@ func TestReadyCompactRace(t *testing.T) {
 		claimers.Go(func() {
 			for {
 				done := inserting.Load() == 0
-				jobs, err := exec.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: q, Max: 20, ClientID: "c", LeaseDuration: time.Minute})
+				jobs, _, err := exec.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: q, Max: 20, ClientID: "c", LeaseDuration: time.Minute})
 				if err != nil {
 					errs <- err
 					return

@@ -27,7 +27,7 @@ func TestRenewSkipsLockedRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	jobs, err := exec.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: "renew-busy", Max: 2, ClientID: "c", LeaseDuration: time.Minute})
+	jobs, _, err := exec.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: "renew-busy", Max: 2, ClientID: "c", LeaseDuration: time.Minute})
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
 	}

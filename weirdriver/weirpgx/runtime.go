@@ -17,17 +17,34 @@ import (
 
 // The worker runtime's statements; the SQL is in runtime_queries.go.
 
-func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, err error) {
+func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, limited bool, err error) {
 	defer func() { err = schemaErr(err) }()
 	if err := weirdriver.CheckClaim(p); err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, false, fmt.Errorf("claim jobs: %w", err)
 	}
 	r, err := e.db.Query(ctx, e.q.jobClaim, p.Queue, p.Max, p.LeaseDuration.Microseconds(), p.ClientID)
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, false, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer r.Close()
-	return collectJobs(r, "claim jobs")
+	var jobs []*weirtype.JobRow
+	sc := newJobScanner()
+	for r.Next() {
+		// The row of NULLs after the jobs says the queue's limit cut the claim.
+		if raw := r.RawValues(); len(raw) > 0 && raw[0] == nil {
+			limited = true
+			continue
+		}
+		job, err := sc.scan(r)
+		if err != nil {
+			return nil, false, fmt.Errorf("claim jobs: %w", err)
+		}
+		jobs = append(jobs, job)
+	}
+	if err := r.Err(); err != nil {
+		return nil, false, fmt.Errorf("claim jobs: %w", err)
+	}
+	return jobs, limited, nil
 }
 
 func (e *executor) JobClaimID(ctx context.Context, p *weirdriver.JobClaimIDParams) (_ *weirtype.JobRow, _ bool, err error) {

@@ -30,8 +30,10 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // with the rest. The job table's own partial index on available jobs is left
 // alone, because under an old snapshot its entries of claimed jobs cannot be
 // cleaned and every claim would walk them (docs/storage.md). The lease token
-// is the function's copy of nextToken. Returns the claimed jobs' jobColumns in
-// claim order.
+// is the function's copy of nextToken. A queue with a global limit (migration
+// 012) is claimed under a lock on its weir_queue row, at most the limit less
+// its running jobs. Returns the claimed jobs' jobColumns in claim order, then,
+// when the limit cut the claim short, a row of NULLs.
 const jobClaimSQL = `
 SELECT {cols} FROM {ready_claim}($1, $2, $3, $4) ORDER BY priority, scheduled_at, id`
 

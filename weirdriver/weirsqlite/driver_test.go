@@ -418,7 +418,7 @@ func TestNotifications(t *testing.T) {
 	// publish nothing.
 	waiting := insert(t, d, job("k", "w"))
 	running := insert(t, d, job("k", "r"))
-	claimed, err := exec.JobClaim(testCtx(t), &weirdriver.JobClaimParams{Queue: "r", Max: 1, ClientID: "c", LeaseDuration: time.Minute})
+	claimed, _, err := exec.JobClaim(testCtx(t), &weirdriver.JobClaimParams{Queue: "r", Max: 1, ClientID: "c", LeaseDuration: time.Minute})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
@@ -620,7 +620,7 @@ func TestTwoProcessesClaim(t *testing.T) {
 			exec := d.Executor()
 			client := "client-" + strconv.Itoa(i)
 			for {
-				jobs, err := exec.JobClaim(testCtx(t), &weirdriver.JobClaimParams{Queue: "shared", Max: 5, ClientID: client, LeaseDuration: time.Minute})
+				jobs, _, err := exec.JobClaim(testCtx(t), &weirdriver.JobClaimParams{Queue: "shared", Max: 5, ClientID: client, LeaseDuration: time.Minute})
 				if err != nil {
 					errs[i] = err
 					return
@@ -806,7 +806,7 @@ func TestUniqueStates(t *testing.T) {
 		t.Fatalf("batch with a repeated key: %+v", res)
 	}
 	first := res[0].Job
-	claimed, err := exec.JobClaim(testCtx(t), &weirdriver.JobClaimParams{Queue: "uq", Max: 1, ClientID: "c", LeaseDuration: time.Minute})
+	claimed, _, err := exec.JobClaim(testCtx(t), &weirdriver.JobClaimParams{Queue: "uq", Max: 1, ClientID: "c", LeaseDuration: time.Minute})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != first.ID {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}

@@ -510,12 +510,13 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 			n      int64
 			oldest sql.NullInt64
 			paused bool
+			limit  int
 		)
-		if err := rows.Scan(&queue, &state, &n, &oldest, &paused); err != nil {
+		if err := rows.Scan(&queue, &state, &n, &oldest, &paused, &limit); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
-			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused})
+			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused, GlobalLimit: limit})
 		}
 		if state.Valid {
 			out[len(out)-1].Counts[weirtype.JobState(state.String)] = n
@@ -561,6 +562,28 @@ func (e *executor) QueueResume(ctx context.Context, name string) (err error) {
 	})
 	if err != nil {
 		return fmt.Errorf("resume queue %s: %w", name, err)
+	}
+	return nil
+}
+
+func (e *executor) QueueSetGlobalLimit(ctx context.Context, name string, limit int) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckGlobalLimit(name, limit); err != nil {
+		return fmt.Errorf("set global limit of queue %s: %w", name, err)
+	}
+	var arg any
+	if limit > 0 {
+		arg = limit
+	}
+	err = e.write(ctx, func(w *write) error {
+		if _, err := w.q.ExecContext(ctx, queueSetGlobalLimit, name, arg, w.now); err != nil {
+			return err
+		}
+		w.notify(insertChannel, name) // wake the queue's workers
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set global limit of queue %s: %w", name, err)
 	}
 	return nil
 }

@@ -82,10 +82,11 @@ RETURNING {cols}`)
 
 	// Queues with jobs, by state, plus paused queues without jobs (state NULL).
 	queueList = `WITH counts AS (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM weir_job GROUP BY queue, state),
-paused AS (SELECT name FROM weir_queue WHERE paused_at IS NOT NULL)
-SELECT queue, state, n, oldest, queue IN (SELECT name FROM paused) FROM counts
+settings AS (SELECT name, paused_at IS NOT NULL AS paused, coalesce(global_limit, 0) AS lim FROM weir_queue
+	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL)
+SELECT c.queue, c.state, c.n, c.oldest, coalesce(s.paused, 0), coalesce(s.lim, 0) FROM counts c LEFT JOIN settings s ON s.name = c.queue
 UNION ALL
-SELECT name, NULL, 0, NULL, 1 FROM paused WHERE name NOT IN (SELECT queue FROM counts)
+SELECT name, NULL, 0, NULL, paused, lim FROM settings WHERE name NOT IN (SELECT queue FROM counts)
 ORDER BY 1, 2`
 	// ?1 name, ?2 now.
 	queuePause = `INSERT INTO weir_queue (name, paused_at, updated_at) VALUES (?1, ?2, ?2)
@@ -94,6 +95,12 @@ ON CONFLICT (name) DO UPDATE SET
 	updated_at = excluded.updated_at`
 	queueResume = `UPDATE weir_queue SET paused_at = NULL, updated_at = ?2
 WHERE name = ?1 AND paused_at IS NOT NULL`
+	// ?1 name, ?2 limit (NULL: none), ?3 now.
+	queueSetGlobalLimit = `INSERT INTO weir_queue (name, global_limit, updated_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (name) DO UPDATE SET global_limit = excluded.global_limit, updated_at = excluded.updated_at`
+	// ?1 name: the queue's global limit (none: no row or NULL), and its running jobs.
+	queueLimitRunning = `SELECT global_limit, (SELECT count(*) FROM weir_job WHERE queue = ?1 AND state = 'running')
+FROM weir_queue WHERE name = ?1 AND global_limit IS NOT NULL`
 )
 
 // The worker runtime's statements; docs/sqlite.md and docs/store-runtime.md

@@ -24,14 +24,29 @@ const errorTimeLayout = "2006-01-02T15:04:05.999999Z07:00"
 
 func errorTime(us int64) string { return fromMicros(us).Format(errorTimeLayout) }
 
-func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, err error) {
+func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, limited bool, err error) {
 	defer func() { err = schemaErr(err) }()
 	if err := weirdriver.CheckClaim(p); err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, false, fmt.Errorf("claim jobs: %w", err)
 	}
 	var jobs []*weirtype.JobRow
 	err = e.write(ctx, func(w *write) error {
-		rows, err := w.q.QueryContext(ctx, jobClaim, p.Queue, p.Max, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
+		// One writer at a time: the running jobs counted here are all there
+		// are until this claim commits.
+		n := p.Max
+		var lim, busy int
+		switch err := w.q.QueryRowContext(ctx, queueLimitRunning, p.Queue).Scan(&lim, &busy); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case lim-busy < n:
+			limited = true
+			n = max(lim-busy, 0)
+		}
+		if n == 0 {
+			return nil
+		}
+		rows, err := w.q.QueryContext(ctx, jobClaim, p.Queue, n, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
 		if err != nil {
 			return err
 		}
@@ -39,13 +54,13 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, false, fmt.Errorf("claim jobs: %w", err)
 	}
 	// RETURNING promises no order; the claim's is priority, scheduled time, id.
 	slices.SortFunc(jobs, func(a, b *weirtype.JobRow) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
 	})
-	return jobs, nil
+	return jobs, limited, nil
 }
 
 func (e *executor) JobClaimID(ctx context.Context, p *weirdriver.JobClaimIDParams) (_ *weirtype.JobRow, _ bool, err error) {

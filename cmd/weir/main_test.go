@@ -438,7 +438,7 @@ func TestFailuresChangeNothing(t *testing.T) {
 		{"jobs delete bad schema", dbEnv, []string{"jobs", "delete", "AVAILABLE", "--schema", "Bad-Name"}, exitUsage, []string{"Bad-Name"}},
 
 		// weir queues.
-		{"queues missing action", dbEnv, []string{"queues"}, exitUsage, []string{"list, pause or resume"}},
+		{"queues missing action", dbEnv, []string{"queues"}, exitUsage, []string{"list, pause, resume or set"}},
 		{"queues unknown action", dbEnv, []string{"queues", "drain", "default", "--schema", "SCHEMA"}, exitUsage, []string{`unknown action "drain"`}},
 		{"queues list unknown flag", dbEnv, []string{"queues", "list", "--all", "--schema", "SCHEMA"}, exitUsage, []string{"-all"}},
 		{"queues list extra argument", dbEnv, []string{"queues", "list", "default", "--schema", "SCHEMA"}, exitUsage, []string{`"default"`}},

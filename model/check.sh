@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# model/check.sh: check model/weir.pml, the model of weir's lease protocol, with
-# spin (docs/model.md). `make model` runs it.
+# model/check.sh: check model/weir.pml, the model of weir's lease protocol, and
+# model/limit.pml, the model of a queue's global limit, with spin
+# (docs/model.md). `make model` runs it.
 #
 # 1. The protocol as weir runs it, in two configurations, searched exhaustively
 #    (no bitstate hashing, no hash compaction): any error, or a search that does
@@ -123,6 +124,14 @@ broken NO_DRAIN          G2   'g2'
 broken STOP_NIL_ON_LOST  G2   'g2'
 broken HB_STOP_EARLY     KEEP 'lfault'
 broken NO_TX_FENCE       G3   '== *gl\[j\]' -DCOMPLETE_TX
+
+# The global limit of a queue (model/limit.pml, docs/flow-control.md, G11): the
+# claim as weir runs it, then the two ways of getting it wrong.
+model="$here/limit.pml"
+exhaustive limit-3-jobs -DNJ=3
+exhaustive limit-4-jobs -DNJ=4
+broken NO_LOCK     G11 'hrun'
+broken STALE_COUNT G11 'hrun'
 
 if [ "$fail" -ne 0 ]; then
 	echo "model/check.sh: FAILED" >&2

@@ -66,6 +66,12 @@ type Options struct {
 	ScaleRate       int           `json:"scale_rate"`
 	ScaleDuration   time.Duration `json:"scale_duration"`
 	ScaleMixedProcs int           `json:"scale_mixed_procs"`
+	// LimitJobs is the jobs each W6 drain works down, by LimitProcs worker
+	// processes sharing ScaleWorkers handlers, once without a limit and once
+	// with a global limit of GlobalLimit on the queue.
+	LimitJobs   int `json:"limit_jobs"`
+	LimitProcs  int `json:"limit_procs"`
+	GlobalLimit int `json:"global_limit"`
 	// Timeout bounds each drain; a run that takes longer fails.
 	Timeout time.Duration `json:"timeout"`
 
@@ -94,15 +100,18 @@ type Options struct {
 //	                  processes at once, ScaleWorkers handlers among them
 //	scale-mixed       W8: ScaleRate jobs/s for ScaleDuration, worked by
 //	                  ScaleMixedProcs worker processes
+//	limit             W6: LimitJobs jobs drained by LimitProcs worker processes,
+//	                  without a limit, then with a global limit of GlobalLimit
+//	                  (systems that have no global limit run the first only)
 func Workloads() []string {
 	return []string{"drain", "mixed", "latency", "latency-defaults", "bulk", "single1", "single8", "rss",
-		"pressure", "pressure-clean", "scale", "scale-mixed"}
+		"pressure", "pressure-clean", "scale", "scale-mixed", "limit"}
 }
 
 // longWorkloads are the workloads DefaultOptions leaves out, asked for by
 // name: W7 runs for PressureDuration (10 minutes) per round and system, and
 // W8 starts worker processes of its own.
-var longWorkloads = []string{"pressure", "pressure-clean", "scale", "scale-mixed"}
+var longWorkloads = []string{"pressure", "pressure-clean", "scale", "scale-mixed", "limit"}
 
 // DefaultOptions returns the benchmark specification's sizes and every workload
 // but the long ones (W7), which are asked for by name.
@@ -126,6 +135,9 @@ func DefaultOptions() Options {
 		ScaleJobs:        400_000,
 		ScaleProcs:       []int{1, 2, 4},
 		ScaleWorkers:     1_000,
+		LimitJobs:        200_000,
+		LimitProcs:       4,
+		GlobalLimit:      200,
 		ScaleRate:        10_000,
 		ScaleDuration:    30 * time.Second,
 		ScaleMixedProcs:  4,
@@ -158,6 +170,9 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ScaleRate, "scale-rate", o.ScaleRate, "`rate` in jobs/s that W8's mixed load offers")
 	fs.DurationVar(&o.ScaleDuration, "scale-duration", o.ScaleDuration, "how long W8's mixed load offers its rate")
 	fs.IntVar(&o.ScaleMixedProcs, "scale-mixed-procs", o.ScaleMixedProcs, "`N` worker processes that work W8's mixed load")
+	fs.IntVar(&o.LimitJobs, "limit-jobs", o.LimitJobs, "`N` jobs each W6 drain works down")
+	fs.IntVar(&o.LimitProcs, "limit-procs", o.LimitProcs, "`N` worker processes that share each W6 drain")
+	fs.IntVar(&o.GlobalLimit, "global-limit", o.GlobalLimit, "`N`, the global limit of W6's limited drain")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up a drain after this long")
 }
 
@@ -180,6 +195,7 @@ func (o *Options) Validate() error {
 		{"rss-jobs", o.RSSJobs, 1}, {"rss-workers", o.RSSWorkers, 1}, {"pressure-rate", o.PressureRate, 1},
 		{"scale-jobs", o.ScaleJobs, 1}, {"scale-workers", o.ScaleWorkers, 1}, {"scale-rate", o.ScaleRate, 1},
 		{"scale-mixed-procs", o.ScaleMixedProcs, 1},
+		{"limit-jobs", o.LimitJobs, 1}, {"global-limit", o.GlobalLimit, 1},
 	} {
 		if c.v < c.least {
 			return fmt.Errorf("--%s must be at least %d, got %d", c.flag, c.least, c.v)
@@ -213,9 +229,9 @@ func (o *Options) Validate() error {
 	if len(o.ScaleProcs) == 0 {
 		return errors.New("--scale-procs: no count given")
 	}
-	for _, n := range append(slices.Clone(o.ScaleProcs), o.ScaleMixedProcs) {
+	for _, n := range append(slices.Clone(o.ScaleProcs), o.ScaleMixedProcs, o.LimitProcs) {
 		if n < 1 || n > 16 {
-			return fmt.Errorf("--scale-procs, --scale-mixed-procs: %d worker processes is outside 1..16", n)
+			return fmt.Errorf("--scale-procs, --scale-mixed-procs, --limit-procs: %d worker processes is outside 1..16", n)
 		}
 	}
 	if float64(o.ScaleRate)*o.ScaleDuration.Seconds() > maxOffered {

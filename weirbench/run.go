@@ -50,7 +50,8 @@ func (b *bench) workloads() []workload {
 	for _, n := range b.o.ScaleProcs {
 		ws = append(ws, workload{"scale", fmt.Sprintf("W8 drain ×%d", n), b.scaleDrain(n)})
 	}
-	return append(ws, workload{"scale-mixed", "W8 mixed", b.scaleMixed})
+	return append(ws, workload{"scale-mixed", "W8 mixed", b.scaleMixed},
+		workload{"limit", "W6 global limit", b.limitDrains})
 }
 
 // Run runs the chosen workloads on each system, alternating the systems round
@@ -64,7 +65,7 @@ func Run(ctx context.Context, o Options, systems ...System) (*Report, error) {
 	if len(systems) == 0 {
 		return nil, errors.New("weirbench: no system to run")
 	}
-	for _, w := range []string{"rss", "scale", "scale-mixed"} {
+	for _, w := range []string{"rss", "scale", "scale-mixed", "limit"} {
 		if slices.Contains(o.Workloads, w) && len(o.ChildCommand) == 0 {
 			return nil, fmt.Errorf("weirbench: the %s workload needs Options.ChildCommand", w)
 		}

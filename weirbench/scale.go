@@ -33,6 +33,8 @@ type scaleSpec struct {
 	Record bool `json:"record"`
 	// Capacity bounds the job numbers it records.
 	Capacity int `json:"capacity"`
+	// GlobalLimit, when positive, is the queue's global limit (W6).
+	GlobalLimit int `json:"global_limit,omitempty"`
 }
 
 // scaleResult is what a W8 worker process writes last.
@@ -55,7 +57,7 @@ type scaleProc struct {
 
 // startScaleProcs starts n worker processes of sys, which share MaxConns
 // connections and MaxWorkers handlers, and waits until each is ready.
-func (b *bench) startScaleProcs(ctx context.Context, sys System, n int, record bool, capacity int) ([]*scaleProc, error) {
+func (b *bench) startScaleProcs(ctx context.Context, sys System, n int, record bool, capacity, limit int) ([]*scaleProc, error) {
 	workers := max(b.o.ScaleWorkers/n, 1)
 	conns := max(b.o.MaxConns/n, 4)
 	var procs []*scaleProc
@@ -63,7 +65,7 @@ func (b *bench) startScaleProcs(ctx context.Context, sys System, n int, record b
 		spec, err := json.Marshal(childSpec{
 			System: sys.Name(), DatabaseURL: b.o.DatabaseURL, App: fmt.Sprintf("weirbench_%s_scale%d", sys.Name(), i),
 			MaxConns: conns, Workers: workers, Timeout: b.o.Timeout,
-			Scale: &scaleSpec{Procs: n, Record: record, Capacity: capacity},
+			Scale: &scaleSpec{Procs: n, Record: record, Capacity: capacity, GlobalLimit: limit},
 		})
 		if err != nil {
 			return procs, err
@@ -156,57 +158,81 @@ func (b *bench) scaleDrain(n int) func(context.Context, System) ([]result, error
 		name += "es"
 	}
 	return func(ctx context.Context, sys System) ([]result, error) {
-		jobs := b.o.ScaleJobs
-		if err := b.withClient(ctx, sys, ClientConfig{}, func(c Client) error { return b.insertAll(ctx, c, jobs) }); err != nil {
-			return nil, err
-		}
-		if err := execSQL(ctx, b.admin, "VACUUM ANALYZE "+sys.JobTable()); err != nil {
-			return nil, err
-		}
-		procs, err := b.startScaleProcs(ctx, sys, n, false, 0)
-		if err != nil {
+		return b.procsDrain(ctx, sys, n, b.o.ScaleJobs, 0, name, fmt.Sprintf("W8 drain ×%d", n))
+	}
+}
+
+// limitDrains is W6: LimitJobs jobs drained by LimitProcs processes without
+// a limit, then again with the queue's global limit at GlobalLimit, on a
+// system that has global limits.
+func (b *bench) limitDrains(ctx context.Context, sys System) ([]result, error) {
+	n, jobs := b.o.LimitProcs, b.o.LimitJobs
+	res, err := b.procsDrain(ctx, sys, n, jobs, 0, fmt.Sprintf("W6 drain by %d processes, no limit", n), fmt.Sprintf("W6 ×%d no limit", n))
+	if err != nil {
+		return nil, err
+	}
+	if l, ok := sys.(GlobalLimiter); !ok || !l.GlobalLimits() {
+		b.p.Linef("%s: %s has no global limit: W6 runs without one only", b.tag, sys.Name())
+		return res, nil
+	}
+	limited, err := b.procsDrain(ctx, sys, n, jobs, b.o.GlobalLimit,
+		fmt.Sprintf("W6 drain by %d processes, global limit %s", n, group(int64(b.o.GlobalLimit))), fmt.Sprintf("W6 ×%d limit %s", n, compact(b.o.GlobalLimit)))
+	return append(res, limited...), err
+}
+
+// procsDrain inserts jobs jobs, then has n worker processes work them down
+// at once, with the queue's global limit at limit when positive, and returns
+// the throughput as the figure named name (short on plots).
+func (b *bench) procsDrain(ctx context.Context, sys System, n, jobs, limit int, name, short string) ([]result, error) {
+	if err := b.withClient(ctx, sys, ClientConfig{}, func(c Client) error { return b.insertAll(ctx, c, jobs) }); err != nil {
+		return nil, err
+	}
+	if err := execSQL(ctx, b.admin, "VACUUM ANALYZE "+sys.JobTable()); err != nil {
+		return nil, err
+	}
+	procs, err := b.startScaleProcs(ctx, sys, n, false, 0, limit)
+	if err != nil {
+		_, ferr := finishScaleProcs(procs)
+		return nil, errors.Join(err, ferr)
+	}
+	start := time.Now()
+	for _, p := range procs {
+		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
 			_, ferr := finishScaleProcs(procs)
 			return nil, errors.Join(err, ferr)
 		}
-		start := time.Now()
-		for _, p := range procs {
-			if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
-				_, ferr := finishScaleProcs(procs)
-				return nil, errors.Join(err, ferr)
-			}
-		}
-		wctx, cancel := context.WithTimeout(ctx, b.o.Timeout)
-		defer cancel()
-		var elapsed time.Duration
-		for {
-			var sum int64
-			for _, p := range procs {
-				sum += p.completed.Load()
-			}
-			if sum >= int64(jobs) {
-				elapsed = time.Since(start)
-				break
-			}
-			b.status("%d processes: %s of %s jobs completed", n, group(sum), group(int64(jobs)))
-			select {
-			case <-wctx.Done():
-				_, ferr := finishScaleProcs(procs)
-				return nil, errors.Join(fmt.Errorf("%s of %s jobs completed: %w", group(sum), group(int64(jobs)), wctx.Err()), ferr)
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-		results, err := finishScaleProcs(procs)
-		if err != nil {
-			return nil, err
-		}
-		claims, counted := sumClaims(results)
-		b.p.Linef("%s: %s", b.tag, scaleStats(results))
-		res := []result{{fig(name, fmt.Sprintf("W8 drain ×%d", n), "jobs/s", "higher", "throughput"), float64(jobs) / elapsed.Seconds()}}
-		if counted {
-			res = append(res, result{fig(name+" claims", "", "per s", "", ""), float64(claims) / elapsed.Seconds()})
-		}
-		return res, nil
 	}
+	wctx, cancel := context.WithTimeout(ctx, b.o.Timeout)
+	defer cancel()
+	var elapsed time.Duration
+	for {
+		var sum int64
+		for _, p := range procs {
+			sum += p.completed.Load()
+		}
+		if sum >= int64(jobs) {
+			elapsed = time.Since(start)
+			break
+		}
+		b.status("%d processes: %s of %s jobs completed", n, group(sum), group(int64(jobs)))
+		select {
+		case <-wctx.Done():
+			_, ferr := finishScaleProcs(procs)
+			return nil, errors.Join(fmt.Errorf("%s of %s jobs completed: %w", group(sum), group(int64(jobs)), wctx.Err()), ferr)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	results, err := finishScaleProcs(procs)
+	if err != nil {
+		return nil, err
+	}
+	claims, counted := sumClaims(results)
+	b.p.Linef("%s: %s", b.tag, scaleStats(results))
+	res := []result{{fig(name, short, "jobs/s", "higher", "throughput"), float64(jobs) / elapsed.Seconds()}}
+	if counted {
+		res = append(res, result{fig(name+" claims", "", "per s", "", ""), float64(claims) / elapsed.Seconds()})
+	}
+	return res, nil
 }
 
 // scaleMixed is W8's mixed load: ScaleRate jobs/s offered for ScaleDuration
@@ -222,7 +248,7 @@ func (b *bench) scaleMixed(ctx context.Context, sys System) ([]result, error) {
 		results []scaleResult
 	)
 	err := b.withClient(ctx, sys, ClientConfig{}, func(c Client) error {
-		procs, err := b.startScaleProcs(ctx, sys, n, true, capacity)
+		procs, err := b.startScaleProcs(ctx, sys, n, true, capacity, 0)
 		if err != nil {
 			_, ferr := finishScaleProcs(procs)
 			return errors.Join(err, ferr)
@@ -320,7 +346,7 @@ func runScaleChild(ctx context.Context, s childSpec, sys System, stdin io.Reader
 	defer pool.Close()
 	var started []atomic.Int64
 	cfg := ClientConfig{
-		Work: true, Settings: Throughput, MaxWorkers: s.Workers,
+		Work: true, Settings: Throughput, MaxWorkers: s.Workers, GlobalLimit: s.Scale.GlobalLimit,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if s.Scale.Record {

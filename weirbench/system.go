@@ -82,11 +82,21 @@ type ClientConfig struct {
 	// MaxWorkers, when positive, replaces the settings' number of handlers
 	// that run at once (W5 runs 2,000).
 	MaxWorkers int
+	// GlobalLimit, when positive, is the most jobs of the queue running at
+	// once across every client (W6); a system without global limits refuses
+	// it, and says so by not implementing GlobalLimiter.
+	GlobalLimit int
 	// OnStart, when not nil, is called by the handler as it starts, with the
 	// job's NoopArgs.Seq.
 	OnStart func(seq int64)
 	// Logger receives the client's warnings.
 	Logger *slog.Logger
+}
+
+// GlobalLimiter is implemented by a System whose clients take
+// ClientConfig.GlobalLimit.
+type GlobalLimiter interface {
+	GlobalLimits() bool
 }
 
 // A Client inserts NoopArgs jobs and works them with a handler that does

@@ -60,10 +60,10 @@ func (s *weirSystem) JobTable() string {
 	return pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()
 }
 
-// ResetTables adds the ready list, which holds a row per available job, to
-// what each run empties.
+// ResetTables adds the ready list, which holds a row per available job, and
+// the queue settings, which hold W6's global limit, to what each run empties.
 func (s *weirSystem) ResetTables() []string {
-	return []string{pgx.Identifier{s.cfg.Schema, "weir_ready"}.Sanitize()}
+	return []string{pgx.Identifier{s.cfg.Schema, "weir_ready"}.Sanitize(), pgx.Identifier{s.cfg.Schema, "weir_queue"}.Sanitize()}
 }
 
 // defaultWorkers is the number of handlers of Latency and Defaults; weir has
@@ -94,6 +94,9 @@ func (s *weirSystem) Describe(set Settings) string {
 	return fmt.Sprintf("MaxWorkers %d, Prefetch %d, the rest default", q.MaxWorkers, q.Prefetch)
 }
 
+// GlobalLimits says that weir's clients take ClientConfig.GlobalLimit.
+func (s *weirSystem) GlobalLimits() bool { return true }
+
 func (s *weirSystem) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: s.cfg.Schema})
 	if err != nil {
@@ -120,7 +123,11 @@ func (s *weirSystem) Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error) 
 			}
 			return nil
 		}))
-		wcfg.Queues = map[string]weir.QueueConfig{weir.DefaultQueue: s.queue(cfg.Settings, cfg.MaxWorkers)}
+		q := s.queue(cfg.Settings, cfg.MaxWorkers)
+		if cfg.GlobalLimit > 0 {
+			q.GlobalLimit, q.Prefetch = cfg.GlobalLimit, -1 // a prefetched job would hold a slot
+		}
+		wcfg.Queues = map[string]weir.QueueConfig{weir.DefaultQueue: q}
 	}
 	var made func(*weir.Client) (func(), error)
 	if s.cfg.Configure != nil {

@@ -181,19 +181,21 @@ func TestBenchEndToEnd(t *testing.T) {
 		}
 	}
 
-	// The long workloads, tiny: W7 with its snapshot held, W8 with worker
+	// The long workloads, tiny: W7 with its snapshot held, W8 and W6 with worker
 	// processes of weir bench itself, and the plot over time.
 	seriesPath := filepath.Join(dir, "series.svg")
 	r = b.run(t, nil, "bench", "--database-url", dbtest.URL(), "--schema", schema, "--max-conns", "8",
-		"--workloads", "pressure,pressure-clean,scale,scale-mixed", "--batch", "100",
+		"--workloads", "pressure,pressure-clean,scale,scale-mixed,limit", "--batch", "100",
 		"--pressure-rate", "200", "--pressure-duration", "1s", "--scale-jobs", "300", "--scale-procs", "1,2",
-		"--scale-workers", "20", "--scale-rate", "200", "--scale-duration", "1s", "--series-plot", seriesPath)
+		"--scale-workers", "20", "--scale-rate", "200", "--scale-duration", "1s",
+		"--limit-jobs", "300", "--limit-procs", "2", "--global-limit", "3", "--series-plot", seriesPath)
 	if r.code != 0 {
 		t.Fatalf("weir bench of the long workloads failed: %v", r)
 	}
 	for _, s := range []string{"W7 snapshot held pickup p99, ms", "W7 clean completed, jobs/s", "W7 snapshot held, 1s pickup p99, ms",
 		"W8 drain by 1 process, jobs/s", "W8 drain by 2 processes, jobs/s", "W8 drain by 2 processes claims, per s",
-		"W8 200/s by 4 processes pickup p99, ms"} {
+		"W8 200/s by 4 processes pickup p99, ms", "W6 drain by 2 processes, no limit, jobs/s",
+		"W6 drain by 2 processes, global limit 3, jobs/s"} {
 		if !strings.Contains(r.stdout, "\n"+s+" ") {
 			t.Errorf("the table has no row %q:\n%s", s, r.stdout)
 		}

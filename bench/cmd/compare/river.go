@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -61,6 +62,10 @@ func (s *riverSystem) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 func (s *riverSystem) Open(pool *pgxpool.Pool, cfg weirbench.ClientConfig) (weirbench.Client, error) {
+	if cfg.GlobalLimit > 0 {
+		// River's open-source release has no global limit (River Pro sells one).
+		return nil, errors.New("river: no global limit in River's open-source release")
+	}
 	rcfg := &river.Config{Logger: cfg.Logger, Schema: s.schema}
 	if cfg.Work {
 		workers := defaultWorkers

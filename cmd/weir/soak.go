@@ -42,8 +42,9 @@ checks the audit trail: every job final (G1), no duplicate execution after a
 graceful stop (G2), no outcome written by a stale lease (G3), every stop within
 its budget + 100ms (G4), duplicates only of jobs running at a SIGKILL, each
 runnable again within lease + rescue interval, or a leader term after a
-leader's death (G9). It prints a table on stdout and exits 1 if any check
-failed.
+leader's death (G9); with --global-limit N, never more than N of the queue's
+handlers running at once, as the audit trail's times show them (G11). It
+prints a table on stdout and exits 1 if any check failed.
 
 Faults (--faults, comma-separated; "all" or "none"; default
 restart,kill,pause,connkill,overrun,stubborn), each at a random 75% to 125%
@@ -108,6 +109,7 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.DurationVar(&c.Duration, "duration", 2*time.Minute, "how long to insert jobs and inject faults, before the drain")
 	fs.IntVar(&c.Workers, "workers", 3, "worker processes, `K`")
 	fs.IntVar(&c.Concurrency, "concurrency", 16, "handlers at once in each worker")
+	fs.IntVar(&c.GlobalLimit, "global-limit", 0, "the soak queue's global limit, `N` jobs running at once across the workers (0: none), checked as G11")
 	fs.Float64Var(&c.Rate, "rate", 100, "jobs inserted per second")
 	fs.StringVar(&f.faults, "faults", defaultSoakFaults, "faults to inject: a comma-separated `LIST`, all or none")
 	fs.DurationVar(&c.RestartEvery, "restart-every", 8*time.Second, "interval of graceful restarts")
@@ -255,7 +257,7 @@ func runSoak(ctx context.Context, e *env, args []string) error {
 func soakWorkerCommand(self string) func(soak.WorkerConfig) *exec.Cmd {
 	return func(w soak.WorkerConfig) *exec.Cmd {
 		cmd := exec.Command(self, "soak", "--worker", "--worker-name", w.Name, "--schema", w.Schema,
-			"--concurrency", strconv.Itoa(w.Concurrency), "--lease", w.Lease.String(),
+			"--concurrency", strconv.Itoa(w.Concurrency), "--global-limit", strconv.Itoa(w.GlobalLimit), "--lease", w.Lease.String(),
 			"--heartbeat", w.Heartbeat.String(), "--rescue", w.Rescue.String(),
 			"--stop-budget", w.StopBudget.String(), "--job-timeout", w.JobTimeout.String())
 		if w.PollOnly {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
@@ -26,6 +27,8 @@ type soakSettings struct {
 	// ExitSlack bounds the time from Stop's return to the process's exit, as
 	// the orchestrator sees it (signal delivery, printing the report, exit).
 	ExitSlack time.Duration
+	// GlobalLimit is the queue's global limit (G11); 0: none, not checked.
+	GlobalLimit int
 }
 
 // stopAllowance is what G4 allows past Stop's deadline.
@@ -216,7 +219,7 @@ var dupCauses = []struct {
 
 // violation is one breach of the contract.
 type violation struct {
-	Guarantee string // G1, G2, G3, G4, G9, G10, or RUN for the soak's own sanity
+	Guarantee string // G1, G2, G3, G4, G9, G10, G11, or RUN for the soak's own sanity
 	Msg       string
 }
 
@@ -260,6 +263,13 @@ type soakReport struct {
 	Violations                  []violation
 	// Table is the job table at the end, when it could be read.
 	Table *tableStats
+
+	// G11Most is the most executions of the queue counted at once by the G11
+	// check; G11Unbounded the executions it could not bound (no end, no
+	// lease end).
+	G11Most, G11Unbounded int
+	// GlobalLimit is the run's global limit; 0: none, and G11 not checked.
+	GlobalLimit int
 
 	// Failovers counts failover faults; AsyncLost the jobs lost because their
 	// insert returned inside an unreplicated window of an asynchronous one,
@@ -328,7 +338,72 @@ func checkSoak(d *soakData) *soakReport {
 	c.checkG9()
 	c.checkStops()
 	c.checkPeriodic()
+	c.checkG11()
 	return c.r
+}
+
+// checkG11: under a global limit, at no instant do more of the queue's
+// handlers run than the limit. Each execution counts from its start, which it
+// wrote after its claim committed, to the first of its end, which it wrote
+// before it returned, and the end of its lease, which the trigger wrote in the
+// transaction that ended it (all on the server's clock): within the time its
+// lease held, whose count the claims keep at most the limit. A handler that
+// ran on past the end of its lease is counted only until then, since G11
+// says nothing of it; an execution with neither end is not counted.
+func (c *checker) checkG11() {
+	limit := c.d.Settings.GlobalLimit
+	c.r.GlobalLimit = limit
+	if limit <= 0 {
+		return
+	}
+	type event struct {
+		at    time.Time
+		delta int
+		x     *auditExec
+	}
+	var events []event
+	for _, x := range c.byLease {
+		end := x.Ended
+		if e := c.ends[x.ref()]; e != nil && (end.IsZero() || e.At.Before(end)) {
+			end = e.At
+		}
+		switch {
+		case end.IsZero():
+			c.r.G11Unbounded++
+			continue
+		case !end.After(x.Started):
+			continue // its lease had ended before it started: it ran on none
+		}
+		events = append(events, event{x.Started, 1, x}, event{end, -1, x})
+	}
+	// Ends before starts at the same instant: the slot was free.
+	slices.SortFunc(events, func(a, b event) int {
+		if n := a.at.Compare(b.at); n != 0 {
+			return n
+		}
+		return a.delta - b.delta
+	})
+	running := map[*auditExec]bool{}
+	over := false
+	for _, ev := range events {
+		if ev.delta > 0 {
+			running[ev.x] = true
+		} else {
+			delete(running, ev.x)
+		}
+		n := len(running)
+		c.r.G11Most = max(c.r.G11Most, n)
+		if n > limit && !over {
+			var names []string
+			for x := range running {
+				names = append(names, fmt.Sprintf("job %d lease %d on %s", x.JobID, x.Token, x.Worker))
+			}
+			slices.Sort(names)
+			c.violate("G11", "%d handlers of the queue ran at once at %s under a global limit of %d: %s",
+				n, ev.at.Format("15:04:05.000000"), limit, strings.Join(names, ", "))
+		}
+		over = n > limit
+	}
 }
 
 // checkPeriodic checks that the every-second periodic job fired each slot

@@ -441,3 +441,46 @@ func TestSoakCheckG9LeaderKilled(t *testing.T) {
 		t.Errorf("a leader killed after the job was runnable excused it: %+v", r.Violations)
 	}
 }
+
+// TestSoakCheckGlobalLimit: under a global limit, the clean log's executions
+// (at most 3 at once: jobs 4, 5 and 6 around 11 s, job 5 bounded by its
+// lease's end since its handler recorded none) pass a limit of 3 and break a
+// limit of 2, once, naming the executions; the zombie handler of job 9, past
+// its lease, is counted only until the lease ended.
+func TestSoakCheckGlobalLimit(t *testing.T) {
+	t.Parallel()
+	d := cleanSoak()
+	d.Settings.GlobalLimit = 3
+	r := checkSoak(d)
+	for _, v := range r.Violations {
+		t.Errorf("limit 3: %s: %s", v.Guarantee, v.Msg)
+	}
+	if r.G11Most != 3 || r.G11Unbounded != 0 || r.GlobalLimit != 3 {
+		t.Errorf("limit 3: most %d, unbounded %d, limit %d; want 3, 0, 3", r.G11Most, r.G11Unbounded, r.GlobalLimit)
+	}
+
+	d = cleanSoak()
+	d.Settings.GlobalLimit = 2
+	r = checkSoak(d)
+	if n := r.byGuarantee("G11"); n != 1 {
+		t.Fatalf("limit 2: %d G11 violations, want 1: %+v", n, r.Violations)
+	}
+	for _, v := range r.Violations {
+		if v.Guarantee == "G11" && (!strings.Contains(v.Msg, "3 handlers of the queue ran at once") ||
+			!strings.Contains(v.Msg, "job 6 lease 2 on w1.2")) {
+			t.Errorf("limit 2: %s", v.Msg)
+		}
+	}
+
+	// Job 9's first handler ran on to 35.2 s, past its lease (33.5 s), beside
+	// its second execution at 34 s: counted to its end, the two would overlap
+	// and break a limit of 1 there too.
+	d = cleanSoak()
+	d.Settings.GlobalLimit = 1
+	r = checkSoak(d)
+	for _, v := range r.Violations {
+		if v.Guarantee == "G11" && strings.Contains(v.Msg, "job 9 lease 1") && strings.Contains(v.Msg, "job 9 lease 2") {
+			t.Errorf("limit 1: the handler past its lease was counted: %s", v.Msg)
+		}
+	}
+}

@@ -80,6 +80,10 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 	row("worst SIGTERM to exit", r.WorstExit.Round(time.Millisecond))
 	row("periodic slots fired (every second)", fmt.Sprintf("%d, %s to %s", r.PeriodicSlots,
 		r.PeriodicFirst.Format(time.TimeOnly), r.PeriodicLast.Format(time.TimeOnly)))
+	if limit := r.GlobalLimit; limit > 0 {
+		row("most handlers of the queue at once (G11)", fmt.Sprintf("%d, global limit %d (%d executions without an end not counted)",
+			r.G11Most, limit, r.G11Unbounded))
+	}
 	row("worst kill to runnable again (G9)", fmt.Sprintf("%s over %d jobs", r.WorstRerun.Round(time.Millisecond), r.G9Checked))
 	row("  the same with a database fault or a pause in between (not bounded)", fmt.Sprintf("%s over %d jobs",
 		r.WorstRerunFaulted.Round(time.Millisecond), r.G9Faulted))
@@ -98,8 +102,12 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 		{"G4", "every stop within budget + 100ms"},
 		{"G9", "duplicates only after a kill, runnable within the bound"},
 		{"G10", "each periodic slot fired once, none missing"},
+		{"G11", "never more handlers at once than the global limit"},
 		{"RUN", "no worker died on its own"},
 	} {
+		if g.id == "G11" && r.GlobalLimit == 0 {
+			continue // no limit: nothing to check
+		}
 		result := "ok"
 		if n := r.byGuarantee(g.id); n > 0 {
 			result = fmt.Sprintf("FAILED: %d violations", n)

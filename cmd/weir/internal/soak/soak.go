@@ -34,6 +34,7 @@ import (
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 	"github.com/weirq/weir/internal/pgcluster"
+	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 
@@ -45,6 +46,10 @@ type WorkerSettings struct {
 	Schema string
 	// Concurrency is how many handlers each worker runs at once: 1 to 1000.
 	Concurrency int
+	// GlobalLimit, when positive, is the soak queue's global limit, which
+	// every worker declares: at most that many of its jobs running at once
+	// across the workers (G11). 0: none. At most weirdriver.MaxGlobalLimit.
+	GlobalLimit int
 	// Lease, Heartbeat and Rescue are the workers' lease duration, heartbeat
 	// interval and rescue interval; Lease is at least 3 × Heartbeat.
 	Lease, Heartbeat, Rescue time.Duration
@@ -150,6 +155,9 @@ func (s *WorkerSettings) Validate() error {
 	}
 	if s.Concurrency < 1 || s.Concurrency > 1000 {
 		return fmt.Errorf("--concurrency %d is outside 1..1000", s.Concurrency)
+	}
+	if s.GlobalLimit < 0 || s.GlobalLimit > weirdriver.MaxGlobalLimit {
+		return fmt.Errorf("--global-limit %d is outside 0..%d", s.GlobalLimit, weirdriver.MaxGlobalLimit)
 	}
 	return nil
 }
@@ -413,7 +421,7 @@ func (s *soakRun) settingsJSON() string {
 		"killleader_every": cfg.KillLeaderEvery.String(), "failover_every": cfg.FailoverEvery.String(), "standby": cfg.Standby,
 		"lease": cfg.Lease.String(), "heartbeat": cfg.Heartbeat.String(), "rescue": cfg.Rescue.String(),
 		"stop_budget": cfg.StopBudget.String(), "job_timeout": cfg.JobTimeout.String(), "seed": s.seed,
-		"pgbouncer": cfg.PgBouncer, "poll_only": cfg.PollOnly,
+		"pgbouncer": cfg.PgBouncer, "poll_only": cfg.PollOnly, "global_limit": cfg.GlobalLimit,
 	})
 	return string(b)
 }
@@ -1100,7 +1108,7 @@ func (s *soakRun) collect(ctx context.Context) (*soakData, error) {
 	cfg := s.cfg
 	d := &soakData{Settings: soakSettings{
 		Lease: cfg.Lease, Heartbeat: cfg.Heartbeat, Rescue: cfg.Rescue, StopBudget: cfg.StopBudget,
-		G9Slack: cfg.G9Slack, ExitSlack: time.Second,
+		G9Slack: cfg.G9Slack, ExitSlack: time.Second, GlobalLimit: cfg.GlobalLimit,
 	}}
 	table := func(name string) string { return pgx.Identifier{cfg.Schema, name}.Sanitize() }
 	var err error

@@ -349,7 +349,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout, s
 	client, err := weir.NewClient(driver, &weir.Config{
 		ID:                 cfg.Name,
 		Workers:            workers,
-		Queues:             map[string]weir.QueueConfig{soakQueue: {MaxWorkers: cfg.Concurrency}},
+		Queues:             map[string]weir.QueueConfig{soakQueue: {MaxWorkers: cfg.Concurrency, GlobalLimit: cfg.GlobalLimit}},
 		PeriodicJobs:       []weir.PeriodicJob{soakPeriodic},
 		Logger:             slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		LeaseDuration:      cfg.Lease,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode"
@@ -47,6 +48,14 @@ type JobListParams struct {
 	Descending bool
 	// Limit is the page size: default 100, at most 10,000.
 	Limit int
+	// Window, when positive, bounds what the page reads: only jobs whose id
+	// lies within Window ids of where the page starts (past the cursor, or
+	// from the first job in the listing's order). A page whose filters match
+	// few jobs, and that no index serves, then reads at most Window jobs
+	// instead of the whole table, and may come back with fewer jobs than
+	// Limit, even none, while more match further on: JobListResult.SearchedTo
+	// says so, and Next continues from there. 0: no bound.
+	Window int64
 }
 
 // JobListResult is one page of jobs.
@@ -54,6 +63,10 @@ type JobListResult struct {
 	Jobs []*JobRow
 	// Next is the cursor of the next page, or 0 when this page is the last.
 	Next int64
+	// SearchedTo is set when JobListParams.Window ended the page before it
+	// was full and jobs lie beyond it: the last id the page read up to
+	// (descending: down to); Next then continues past it.
+	SearchedTo int64
 }
 
 // JobGet returns a job by id, or an error wrapping ErrNotFound.
@@ -87,6 +100,9 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 	}
 	if p.AfterID < 0 {
 		return nil, invalidf("JobListParams.Cursor", "list cursor %d is negative", p.AfterID)
+	}
+	if params.Window < 0 {
+		return nil, invalidf("JobListParams.Window", "list window %d is negative", params.Window)
 	}
 	for _, s := range p.States {
 		if !s.Valid() {
@@ -129,20 +145,67 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 
 	want := p.Limit
 	p.Limit++ // one more tells whether another page follows
-	var jobs []*JobRow
+	res := &JobListResult{}
 	err := c.operate(ctx, func() (err error) {
-		jobs, err = c.driver.Executor().JobList(ctx, p)
-		return err
+		exec := c.driver.Executor()
+		if params.Window > 0 {
+			if empty, err := windowList(ctx, exec, p, params.Window); err != nil || empty {
+				return err
+			}
+		}
+		if res.Jobs, err = exec.JobList(ctx, p); err != nil {
+			return err
+		}
+		if len(res.Jobs) > want {
+			res.Jobs = res.Jobs[:want]
+			res.Next = res.Jobs[want-1].ID
+			return nil
+		}
+		if p.StopID > 0 {
+			// The window ended the page: is there anything past it?
+			beyond, err := exec.JobList(ctx, &weirdriver.JobListParams{AfterID: p.StopID, Descending: p.Descending, Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(beyond) > 0 {
+				res.Next, res.SearchedTo = p.StopID, p.StopID
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("weir: %w", err)
 	}
-	res := &JobListResult{Jobs: jobs}
-	if len(jobs) > want {
-		res.Jobs = jobs[:want]
-		res.Next = jobs[want-1].ID
-	}
 	return res, nil
+}
+
+// windowList sets p.StopID for a window of window ids from where p starts:
+// past its cursor, or from the first job in its order (read through the
+// primary key). It reports a table with no job past the cursor at all.
+func windowList(ctx context.Context, exec weirdriver.Executor, p *weirdriver.JobListParams, window int64) (empty bool, err error) {
+	start := p.AfterID
+	if start == 0 {
+		first, err := exec.JobList(ctx, &weirdriver.JobListParams{Descending: p.Descending, Limit: 1})
+		if err != nil || len(first) == 0 {
+			return err == nil, err
+		}
+		// The cursor just past the first job, so that the page includes it.
+		if p.Descending {
+			start = first[0].ID + 1
+		} else {
+			start = first[0].ID - 1
+		}
+		p.AfterID = start
+	}
+	if p.Descending {
+		p.StopID = max(start-window, 1)
+		if start <= 1 {
+			return true, nil
+		}
+	} else {
+		p.StopID = start + min(window, math.MaxInt64-start)
+	}
+	return false, nil
 }
 
 // checkSearch checks JobListParams.Search.

@@ -411,7 +411,11 @@ type JobListParams struct {
 	// lists ids < AfterID (when AfterID > 0).
 	AfterID    int64
 	Descending bool
-	Limit      int
+	// StopID, when positive, ends the walk there: ascending lists ids ≤
+	// StopID, descending ids ≥ StopID. It bounds what a page whose filters
+	// match few jobs reads.
+	StopID int64
+	Limit  int
 }
 
 // QueueStats counts a queue's jobs by state.

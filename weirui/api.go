@@ -186,7 +186,7 @@ func listValues(q url.Values, name string) []string {
 
 var knownListParams = map[string]bool{
 	"state": true, "queue": true, "kind": true, "tag": true, "id": true,
-	"after": true, "limit": true, "order": true, "refresh": true,
+	"after": true, "limit": true, "order": true, "refresh": true, "window": true,
 	"created_after": true, "created_before": true, "q": true,
 }
 
@@ -194,7 +194,7 @@ var knownListParams = map[string]bool{
 func parseList(q url.Values) (*listQuery, error) {
 	for k := range q {
 		if !knownListParams[k] {
-			return nil, badParamf(k, "unknown parameter %q (known: state, queue, kind, tag, q, id, created_after, created_before, after, limit, order)", k)
+			return nil, badParamf(k, "unknown parameter %q (known: state, queue, kind, tag, q, id, created_after, created_before, after, limit, order, window)", k)
 		}
 	}
 	lq := &listQuery{
@@ -238,6 +238,13 @@ func parseList(q url.Values) (*listQuery, error) {
 			return nil, badParamf("after", "after %q is not a positive job id (the next_cursor of the previous page)", v)
 		}
 		p.Cursor = after
+	}
+	if v := q.Get("window"); v != "" {
+		window, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || window <= 0 {
+			return nil, badParamf("window", "window %q is not a positive number of job ids", v)
+		}
+		p.Window = window
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -401,7 +408,10 @@ func (h *handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 		Jobs []*jobJSON `json:"jobs"`
 		// NextCursor is the after of the next page; 0 on the last page.
 		NextCursor int64 `json:"next_cursor"`
-	}{Jobs: []*jobJSON{}, NextCursor: res.Next}
+		// SearchedTo is set when the window ended the page before it was
+		// full: the id it searched to.
+		SearchedTo int64 `json:"searched_to,omitempty"`
+	}{Jobs: []*jobJSON{}, NextCursor: res.Next, SearchedTo: res.SearchedTo}
 	for _, j := range res.Jobs {
 		out.Jobs = append(out.Jobs, h.jobOf(r, j))
 	}
@@ -463,9 +473,11 @@ func (h *handler) apiJobAction(w http.ResponseWriter, r *http.Request) {
 
 // queueJSON is a queue as the API shows it.
 type queueJSON struct {
-	Name   string                      `json:"name"`
-	Paused bool                        `json:"paused"`
-	Counts map[weirtype.JobState]int64 `json:"counts"`
+	Name   string `json:"name"`
+	Paused bool   `json:"paused"`
+	// GlobalLimit is the queue's global limit; null when it has none.
+	GlobalLimit *int                        `json:"global_limit"`
+	Counts      map[weirtype.JobState]int64 `json:"counts"`
 	// Estimated lists the states whose count is an estimate; empty when
 	// every count is exact.
 	Estimated []weirtype.JobState `json:"estimated"`
@@ -475,6 +487,10 @@ type queueJSON struct {
 
 func queueOf(q *weir.QueueStats) queueJSON {
 	out := queueJSON{Name: q.Name, Paused: q.Paused, Counts: map[weirtype.JobState]int64{}, Estimated: []weirtype.JobState{}}
+	if q.GlobalLimit > 0 {
+		limit := q.GlobalLimit
+		out.GlobalLimit = &limit
+	}
 	for _, s := range weirtype.JobStates() {
 		out.Counts[s] = q.Counts[s]
 		if q.Estimated[s] {
@@ -527,21 +543,53 @@ func (h *handler) apiQueues(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
 }
 
-func (h *handler) queueAction(r *http.Request) (string, string, error) {
-	name, action := r.PathValue("name"), r.PathValue("action")
+// queueAction pauses, resumes or limits the queue the path names. The limit
+// action takes global_limit, from the query or the form: 1 to 1,000,000, or
+// none (or 0) to remove the limit; it returns the limit set.
+func (h *handler) queueAction(r *http.Request) (name, action string, limit int, err error) {
+	name, action = r.PathValue("name"), r.PathValue("action")
 	switch action {
 	case "pause":
-		return name, action, h.client.QueuePause(r.Context(), name)
+		return name, action, 0, h.client.QueuePause(r.Context(), name)
 	case "resume":
-		return name, action, h.client.QueueResume(r.Context(), name)
+		return name, action, 0, h.client.QueueResume(r.Context(), name)
+	case "limit":
+		if limit, err = parseGlobalLimit(r.FormValue("global_limit")); err != nil {
+			return name, action, 0, err
+		}
+		return name, action, limit, h.client.QueueSetGlobalLimit(r.Context(), name, limit)
 	}
-	return name, action, badParamf("action", "queue action %q is not pause or resume", action)
+	return name, action, 0, badParamf("action", "queue action %q is not pause, resume or limit", action)
+}
+
+// parseGlobalLimit reads the limit action's global_limit.
+func parseGlobalLimit(v string) (int, error) {
+	v = strings.TrimSpace(v)
+	switch v {
+	case "":
+		return 0, badParamf("global_limit", "global_limit is required: a number from 1 to 1000000, or none")
+	case "none":
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1_000_000 {
+		return 0, badParamf("global_limit", "global_limit %q is not a number from 1 to 1000000, nor none", v)
+	}
+	return n, nil
 }
 
 func (h *handler) apiQueueAction(w http.ResponseWriter, r *http.Request) {
-	name, action, err := h.queueAction(r)
+	name, action, limit, err := h.queueAction(r)
 	if err != nil {
 		h.apiFail(w, r, err)
+		return
+	}
+	if action == "limit" {
+		var out *int
+		if limit > 0 {
+			out = &limit
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"name": name, "global_limit": out})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"name": name, "paused": action == "pause"})

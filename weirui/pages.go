@@ -215,7 +215,18 @@ type jobsBody struct {
 	// a bulk action needs one.
 	Filtered     bool
 	FilterFields []field
+	// SearchedTo is set when the page's window ended it before it was full:
+	// the id the search reached, and Next searches on from there.
+	SearchedTo int64
+	Descending bool
 }
+
+// pageWindow bounds what one page of the job list reads, in ids from where
+// the page starts: a filter that matches few jobs, or none, and that no index
+// serves would otherwise read the whole table at every page and every poll
+// (on a million jobs, 0.3 to 0.8 s). A page that the window ends before it
+// is full offers to search on.
+const pageWindow = 100_000
 
 type field struct{ Name, Value string }
 
@@ -245,12 +256,15 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 		h.pageFail(w, r, err)
 		return
 	}
+	if lq.params.Window == 0 {
+		lq.params.Window = pageWindow
+	}
 	res, err := h.list(r.Context(), lq)
 	if err != nil {
 		h.pageFail(w, r, err)
 		return
 	}
-	body := &jobsBody{Q: lq, Hidden: h.hidePayloads(r)}
+	body := &jobsBody{Q: lq, Hidden: h.hidePayloads(r), SearchedTo: res.SearchedTo, Descending: lq.params.Descending}
 	for _, j := range res.Jobs {
 		v := &jobView{JobRow: j}
 		if !body.Hidden {
@@ -351,7 +365,7 @@ func (h *handler) pageQueues(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) pageQueueAction(w http.ResponseWriter, r *http.Request) {
-	if _, _, err := h.queueAction(r); err != nil {
+	if _, _, _, err := h.queueAction(r); err != nil {
 		h.pageFail(w, r, err)
 		return
 	}

@@ -297,7 +297,7 @@ func TestViewerCannotMutate(t *testing.T) {
 	for name, c := range map[string]cred{"token": bearer(viewerToken), "user": basic("vera", viewerPassword)} {
 		form := url.Values{"csrf": {e.csrf(t, c)}}
 		for _, path := range []string{"/api/v1/jobs/" + id + "/cancel", "/api/v1/jobs/" + id + "/delete", "/jobs/" + id + "/cancel",
-			"/jobs/" + id + "/delete", "/api/v1/queues/mail/pause", "/queues/mail/pause", "/periodic/p/trigger",
+			"/jobs/" + id + "/delete", "/api/v1/queues/mail/pause", "/queues/mail/pause", "/api/v1/queues/mail/limit", "/periodic/p/trigger",
 			"/api/v1/jobs/bulk/cancel?queue=mail", "/jobs/bulk/delete?queue=mail"} {
 			r := e.do(t, "POST", path, form, c)
 			if r.status != http.StatusForbidden {
@@ -398,6 +398,59 @@ func TestOperatorMutates(t *testing.T) {
 	}
 	if r := e.do(t, "POST", "/api/v1/queues/bad%20name/pause", nil, bearer(operatorToken)); r.status != 400 {
 		t.Errorf("pause of a bad name: %d %s", r.status, r.body)
+	}
+	// A queue's global limit: set by the page's form and by the API, shown by
+	// both, removed by none; bad values refused, naming the parameter, and
+	// changing nothing.
+	limitOf := func() string {
+		t.Helper()
+		r := e.do(t, "GET", "/api/v1/queues", nil, otto)
+		var qs struct {
+			Queues []struct {
+				Name        string
+				GlobalLimit *int `json:"global_limit"`
+			}
+		}
+		if err := json.Unmarshal([]byte(r.body), &qs); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs.Queues {
+			if q.Name == "mail" {
+				if q.GlobalLimit == nil {
+					return "none"
+				}
+				return strconv.Itoa(*q.GlobalLimit)
+			}
+		}
+		return "missing"
+	}
+	limitForm := url.Values{"csrf": form["csrf"], "global_limit": {"7"}}
+	if r := e.do(t, "POST", "/queues/mail/limit", limitForm, otto); r.status != http.StatusSeeOther {
+		t.Fatalf("limit by the form: %d %s", r.status, r.body)
+	}
+	if got := limitOf(); got != "7" {
+		t.Errorf("limit after the form: %s, want 7", got)
+	}
+	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, `<td class="num">7</td>`) || !strings.Contains(r.body, `action="/queues/mail/limit"`) {
+		t.Errorf("queues page does not show the limit and its form:\n%s", r.body)
+	}
+	for _, bad := range []string{"0", "-1", "1000001", "ten", ""} {
+		r := e.do(t, "POST", "/api/v1/queues/mail/limit?global_limit="+url.QueryEscape(bad), nil, bearer(operatorToken))
+		if r.status != 400 || !strings.Contains(r.body, `"parameter": "global_limit"`) {
+			t.Errorf("limit %q: %d %s", bad, r.status, r.body)
+		}
+	}
+	if got := limitOf(); got != "7" {
+		t.Errorf("limit after refused changes: %s, want 7", got)
+	}
+	if r := e.do(t, "POST", "/api/v1/queues/mail/limit?global_limit=3", nil, bearer(operatorToken)); r.status != 200 || !strings.Contains(r.body, `"global_limit": 3`) {
+		t.Errorf("limit by the API: %d %s", r.status, r.body)
+	}
+	if r := e.do(t, "POST", "/api/v1/queues/mail/limit?global_limit=none", nil, bearer(operatorToken)); r.status != 200 || !strings.Contains(r.body, `"global_limit": null`) {
+		t.Errorf("limit removed by the API: %d %s", r.status, r.body)
+	}
+	if got := limitOf(); got != "none" {
+		t.Errorf("limit after none: %s", got)
 	}
 	// Schedules: none is registered.
 	if r := e.do(t, "POST", "/api/v1/periodic/nightly/trigger", nil, bearer(operatorToken)); r.status != 404 {
@@ -962,5 +1015,52 @@ func TestPeriodicAndLeader(t *testing.T) {
 	}
 	if r := e.do(t, "GET", "/periodic", nil, bearer(viewerToken)); strings.Contains(r.body, "<form method=\"post\"") {
 		t.Errorf("a viewer sees the schedule actions")
+	}
+}
+
+// TestListWindow: the job list's pages read at most a window of ids. A filter
+// that matches nothing in the window says how far it searched and links on;
+// the API takes the window as a parameter and answers searched_to; a bad
+// window is a bad parameter.
+func TestListWindow(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, nil)
+	var ids []int64
+	for i := range 12 {
+		q := "common"
+		if i == 0 {
+			q = "rare"
+		}
+		ids = append(ids, e.insert(t, textArgs{Text: strconv.Itoa(i)}, &weir.InsertOpts{Queue: q}).ID)
+	}
+	v := bearer(viewerToken)
+	r := e.do(t, "GET", "/api/v1/jobs?queue=rare&window=5", nil, v)
+	var p struct {
+		Jobs       []struct{ ID int64 }
+		NextCursor int64 `json:"next_cursor"`
+		SearchedTo int64 `json:"searched_to"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil {
+		t.Fatalf("%d %s: %v", r.status, r.body, err)
+	}
+	if len(p.Jobs) != 0 || p.SearchedTo != ids[7] || p.NextCursor != ids[7] {
+		t.Fatalf("first window of 5, newest first: %s; want none, searched to %d", r.body, ids[7])
+	}
+	r = e.do(t, "GET", "/jobs?queue=rare&window=5", nil, v)
+	for _, want := range []string{"No job matches so far.", "Searched down to job " + strconv.FormatInt(ids[7], 10),
+		`>Search older jobs</a>`, "after=" + strconv.FormatInt(ids[7], 10)} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("the page does not say %q:\n%s", want, r.body)
+		}
+	}
+	// Without a window parameter a page reads 100,000 ids: here, all of them.
+	r = e.do(t, "GET", "/jobs?queue=rare", nil, v)
+	if !strings.Contains(r.body, `href="/jobs/`+strconv.FormatInt(ids[0], 10)+`"`) || strings.Contains(r.body, "Searched") {
+		t.Errorf("the page with the default window:\n%s", r.body)
+	}
+	for _, bad := range []string{"0", "-1", "x"} {
+		if r := e.do(t, "GET", "/api/v1/jobs?window="+bad, nil, v); r.status != 400 || !strings.Contains(r.body, `"parameter": "window"`) {
+			t.Errorf("window %q: %d %s", bad, r.status, r.body)
+		}
 	}
 }

@@ -71,6 +71,16 @@ func testListFiltersAndPages(t *testing.T, d weirdriver.Driver) {
 	if got := list(weirdriver.JobListParams{AfterID: ids[3], Descending: true}); !slices.Equal(got, []int64{ids[2], ids[1], ids[0]}) {
 		t.Fatalf("descending page before %d: %v", ids[3], got)
 	}
+	// StopID ends the walk, inclusive, in either order.
+	if got := list(weirdriver.JobListParams{AfterID: ids[1], StopID: ids[4]}); !slices.Equal(got, ids[2:5]) {
+		t.Fatalf("ascending after %d up to %d: %v", ids[1], ids[4], got)
+	}
+	if got := list(weirdriver.JobListParams{AfterID: ids[8], StopID: ids[5], Descending: true}); !slices.Equal(got, []int64{ids[7], ids[6], ids[5]}) {
+		t.Fatalf("descending before %d down to %d: %v", ids[8], ids[5], got)
+	}
+	if got := list(weirdriver.JobListParams{Kinds: []string{"a"}, StopID: ids[3], Descending: true}); !slices.Equal(got, []int64{ids[8], ids[6], ids[4]}) {
+		t.Fatalf("kind a, descending down to %d: %v", ids[3], got)
+	}
 	if _, err := d.Executor().JobCancel(ctx(t), ids[0]); err != nil {
 		t.Fatal(err)
 	}

@@ -328,8 +328,16 @@ func listQuery(q *queries, p *weirdriver.JobListParams) (string, []any) {
 		if p.AfterID > 0 {
 			add("id < $?", p.AfterID)
 		}
-	} else if p.AfterID > 0 {
-		add("id > $?", p.AfterID)
+		if p.StopID > 0 {
+			add("id >= $?", p.StopID)
+		}
+	} else {
+		if p.AfterID > 0 {
+			add("id > $?", p.AfterID)
+		}
+		if p.StopID > 0 {
+			add("id <= $?", p.StopID)
+		}
 	}
 	sql := "SELECT " + jobColumns + " FROM " + q.job
 	if len(where) > 0 {

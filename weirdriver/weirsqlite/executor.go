@@ -401,8 +401,16 @@ func listQuery(p *weirdriver.JobListParams) (string, []any) {
 		if p.AfterID > 0 {
 			cmp("id <", p.AfterID)
 		}
-	} else if p.AfterID > 0 {
-		cmp("id >", p.AfterID)
+		if p.StopID > 0 {
+			cmp("id >=", p.StopID)
+		}
+	} else {
+		if p.AfterID > 0 {
+			cmp("id >", p.AfterID)
+		}
+		if p.StopID > 0 {
+			cmp("id <=", p.StopID)
+		}
 	}
 	query := "SELECT " + jobColumns + " FROM weir_job"
 	if len(where) > 0 {

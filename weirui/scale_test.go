@@ -126,9 +126,12 @@ func TestScale(t *testing.T) {
 		}
 	}
 	for _, queue := range []string{"q3", "q0"} {
-		explain("/jobs?state=discarded&queue="+queue, `SELECT id, state, queue, kind, args FROM `+table+
+		explain("/jobs?state=discarded&queue="+queue+" without a window", `SELECT id, state, queue, kind, args FROM `+table+
 			` WHERE state = ANY('{discarded}') AND queue = ANY('{`+queue+`}') ORDER BY id DESC LIMIT 51`)
 	}
+	// The page's query: its window of 100,000 ids from the newest job.
+	explain("/jobs?state=discarded&queue=q3, the page's window", `SELECT id, state, queue, kind, args FROM `+table+
+		` WHERE state = ANY('{discarded}') AND queue = ANY('{q3}') AND id >= (SELECT max(id) FROM `+table+`) - 99999 ORDER BY id DESC LIMIT 51`)
 
 	// One bulk retry batch: a JobList page, then JobRetry per job.
 	s := time.Now()

@@ -346,7 +346,8 @@ func (e *env) paused(t *testing.T, queue string) bool {
 }
 
 // TestScreenshots writes the screenshots of docs/images: the overview, the
-// job list and a job's page, light and dark, at 1280x800. It runs only with
+// job list, a job's page, the queues and the clients, light and dark, at
+// 1280x800. It runs only with
 // WEIR_SCREENSHOTS set to the directory to write to:
 //
 //	WEIR_SCREENSHOTS=$PWD/docs/images go test -run TestScreenshots ./weirui/
@@ -386,6 +387,18 @@ func TestScreenshots(t *testing.T) {
 	if err := e.client.QueuePause(t.Context(), "media"); err != nil {
 		t.Fatal(err)
 	}
+	if err := e.client.QueueSetGlobalLimit(t.Context(), "billing", 4); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []weirdriver.ClientRegisterParams{
+		{ID: "api-7f3c", Host: "api-1", PID: 4121, Queues: []weir.ClientQueue{{Name: "mail", MaxWorkers: 20}, {Name: "billing", MaxWorkers: 4}}},
+		{ID: "worker-b2e9", Host: "worker-1", PID: 977, Queues: []weir.ClientQueue{{Name: "media", MaxWorkers: 8}}},
+	} {
+		c.Version = "(devel)"
+		if _, err := e.driver.Executor().ClientRegister(t.Context(), &c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b := newBrowser(t, path, "otto", operatorPassword)
 	for _, scheme := range []string{"light", "dark"} {
 		b.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -393,7 +406,8 @@ func TestScreenshots(t *testing.T) {
 				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
 			return err
 		}))
-		for name, p := range map[string]string{"overview": "/", "jobs": "/jobs", "job": "/jobs/" + strconv.FormatInt(shown, 10)} {
+		for name, p := range map[string]string{"overview": "/", "jobs": "/jobs", "job": "/jobs/" + strconv.FormatInt(shown, 10),
+			"queues": "/queues", "clients": "/clients"} {
 			b.do(chromedp.Navigate(e.srv.URL + p))
 			b.waitFor("page", `document.readyState === "complete"`, 20*time.Second)
 			ctx, cancel := context.WithTimeout(b.ctx, time.Minute)

@@ -431,7 +431,7 @@ func TestOperatorMutates(t *testing.T) {
 	if got := limitOf(); got != "7" {
 		t.Errorf("limit after the form: %s, want 7", got)
 	}
-	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, `<td class="num">7</td>`) || !strings.Contains(r.body, `action="/queues/mail/limit"`) {
+	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, `name="global_limit" min="1" max="1000000" required placeholder="none" value="7"`) || !strings.Contains(r.body, `action="/queues/mail/limit"`) {
 		t.Errorf("queues page does not show the limit and its form:\n%s", r.body)
 	}
 	for _, bad := range []string{"0", "-1", "1000001", "ten", ""} {

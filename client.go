@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -125,6 +126,28 @@ type QueueConfig struct {
 	// wins. 0 leaves the stored limit as it is, none or one an operator set
 	// (Client.QueueSetGlobalLimit, weir queues set). Range: 0 to 1,000,000.
 	GlobalLimit int
+	// RateLimit, when set, is the most jobs of this queue started per period
+	// across every client, spread evenly (docs/flow-control.md). Start stores
+	// it as it stores GlobalLimit; the zero value leaves the stored one.
+	RateLimit RateLimit
+}
+
+// RateLimit is a queue's rate limit: at most Limit job starts per Period
+// across every client on the database, spread evenly (one every
+// Period/Limit), with bursts of at most 2 + what 10 ms of the rate allows.
+// Limit is 1 to 1,000,000, Period 1 ms to 24 h in whole microseconds; the
+// zero RateLimit is none.
+type RateLimit struct {
+	Limit  int
+	Period time.Duration
+}
+
+// String is the limit as weir queues shows it: "50/1s", or "none".
+func (r RateLimit) String() string {
+	if r.Limit == 0 {
+		return "none"
+	}
+	return strconv.Itoa(r.Limit) + "/" + fmtDuration(r.Period)
 }
 
 // Runtime defaults.
@@ -304,6 +327,11 @@ func (cfg *Config) setRuntimeDefaults() error {
 		if q.MaxWorkers < 1 || q.MaxWorkers > maxQueueWorkers {
 			return invalidf(fmt.Sprintf("Config.Queues[%q].MaxWorkers", name), "queue %q: MaxWorkers %d is outside its range 1..%d", name, q.MaxWorkers, maxQueueWorkers)
 		}
+		if q.RateLimit != (RateLimit{}) {
+			if err := checkRateLimit(fmt.Sprintf("Config.Queues[%q].RateLimit", name), name, q.RateLimit); err != nil {
+				return err
+			}
+		}
 		if q.GlobalLimit < 0 || q.GlobalLimit > weirdriver.MaxGlobalLimit {
 			return invalidf(fmt.Sprintf("Config.Queues[%q].GlobalLimit", name), "queue %q: GlobalLimit %d is outside its range 0..%d (0 leaves the stored limit)",
 				name, q.GlobalLimit, weirdriver.MaxGlobalLimit)
@@ -322,6 +350,18 @@ func (cfg *Config) setRuntimeDefaults() error {
 		queues[name] = q
 	}
 	cfg.Queues = queues
+	return nil
+}
+
+// checkRateLimit checks queue's rate limit r, which is not the zero value.
+func checkRateLimit(field, queue string, r RateLimit) error {
+	if r.Limit < 1 || r.Limit > weirdriver.MaxRateLimit {
+		return invalidf(field, "queue %q: RateLimit %d per %s: the limit is outside its range 1..%d", queue, r.Limit, r.Period, weirdriver.MaxRateLimit)
+	}
+	if r.Period < weirdriver.MinRatePeriod || r.Period > weirdriver.MaxRatePeriod || r.Period%time.Microsecond != 0 {
+		return invalidf(field, "queue %q: RateLimit %d per %s: the period is outside its range %s..%s (whole microseconds)",
+			queue, r.Limit, r.Period, weirdriver.MinRatePeriod, weirdriver.MaxRatePeriod)
+	}
 	return nil
 }
 

@@ -117,6 +117,10 @@ func TestConfigRanges(t *testing.T) {
 		queue("GlobalLimit", weir.QueueConfig{MaxWorkers: 1, GlobalLimit: 0}, 0, true, ""),
 		queue("GlobalLimit", weir.QueueConfig{MaxWorkers: 1, GlobalLimit: 1_000_000}, 1_000_000, true, ""),
 		queue("GlobalLimit", weir.QueueConfig{MaxWorkers: 1, GlobalLimit: 1_000_001}, 1_000_001, false, limitRange),
+		queue("RateLimit", weir.QueueConfig{MaxWorkers: 1, RateLimit: weir.RateLimit{Limit: 0, Period: time.Second}}, 0, false, "1..1000000"),
+		queue("RateLimit", weir.QueueConfig{MaxWorkers: 1, RateLimit: weir.RateLimit{Limit: 1_000_001, Period: time.Second}}, 1_000_001, false, "1..1000000"),
+		queue("RateLimit", weir.QueueConfig{MaxWorkers: 1, RateLimit: weir.RateLimit{Limit: 1_000_000, Period: time.Second}}, 1_000_000, true, ""),
+		queue("RateLimit", weir.QueueConfig{MaxWorkers: 1, RateLimit: weir.RateLimit{Limit: 5, Period: 24*time.Hour + time.Microsecond}}, 5, false, "1ms..24h0m0s"),
 		queues(1000, true),
 		queues(1001, false),
 	} {

@@ -232,11 +232,15 @@ func (e *engine) start(ctx context.Context) error {
 	// The global limits this client declares are stored before anything runs:
 	// the database's value is the one every claim obeys.
 	for name, p := range e.producers {
-		if p.cfg.GlobalLimit == 0 {
-			continue
+		if p.cfg.GlobalLimit != 0 {
+			if err := p.exec.QueueSetGlobalLimit(ctx, name, p.cfg.GlobalLimit); err != nil {
+				return fmt.Errorf("weir: start: %w", err)
+			}
 		}
-		if err := p.exec.QueueSetGlobalLimit(ctx, name, p.cfg.GlobalLimit); err != nil {
-			return fmt.Errorf("weir: start: %w", err)
+		if r := p.cfg.RateLimit; r != (RateLimit{}) {
+			if err := p.exec.QueueSetRateLimit(ctx, name, r.Limit, r.Period); err != nil {
+				return fmt.Errorf("weir: start: %w", err)
+			}
 		}
 	}
 	e.events.startHooks(e.logger)

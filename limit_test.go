@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 
@@ -278,5 +279,153 @@ func TestQueueSetGlobalLimit(t *testing.T) {
 	}
 	if got := limitOf("declared"); got != -1 {
 		t.Fatalf("a queue without jobs or limit is still listed (limit %d)", got)
+	}
+}
+
+// TestRateLimitClients: four clients on a queue limited to a rate start its
+// jobs no faster than the rate allows: in every interval of W by the claims'
+// times (attempted_at, the database's clock), at most W·rate + the burst. The
+// per-second counts are printed. With WEIR_RATE_ACCURACY=1 it runs the
+// accuracy measurement instead: 50 a second for 30 s.
+func TestRateLimitClients(t *testing.T) {
+	t.Parallel()
+	rate, jobs := weir.RateLimit{Limit: 100, Period: time.Second}, 300
+	if os.Getenv("WEIR_RATE_ACCURACY") != "" {
+		rate, jobs = weir.RateLimit{Limit: 50, Period: time.Second}, 1500
+	}
+	b := setup(t, nil)
+	params := make([]weir.InsertManyParams, jobs)
+	for i := range params {
+		params[i] = weir.InsertManyParams{Args: probeArgs{Name: "x"}, InsertOpts: &weir.InsertOpts{Queue: "rated"}}
+	}
+	if _, err := b.client.InsertMany(testCtx(t), params); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		pool := dbtest.PoolAt(t, dbtest.URL(), nil)
+		driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: b.schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }),
+			map[string]weir.QueueConfig{"rated": {MaxWorkers: 20, RateLimit: rate}})
+		cfg.ID = fmt.Sprintf("rated-%d", i)
+		c, err := weir.NewClient(driver, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := c.Stop(ctx); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		})
+	}
+	waitFor(t, 2*time.Minute, "every job to complete", func() bool { return b.count(t, "state = 'completed'") == jobs })
+
+	rows, err := b.pool.Query(testCtx(t), "SELECT attempted_at FROM "+b.schema+".weir_job ORDER BY attempted_at")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []time.Time
+	for rows.Next() {
+		var a time.Time
+		if err := rows.Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		at = append(at, a)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	tick := rate.Period / time.Duration(rate.Limit)
+	burst := weirdriver.RateBurst(rate.Limit, rate.Period)
+	for _, w := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond, time.Second} {
+		most := 0
+		for i := range at {
+			j := i
+			for j < len(at) && at[j].Sub(at[i]) < w {
+				j++
+			}
+			most = max(most, j-i)
+		}
+		if bound := int(w/tick) + burst; most > bound {
+			t.Errorf("%d starts within %s under %s: the bound is %d", most, w, rate, bound)
+		}
+	}
+	// Starts per whole second of the run, for the record.
+	var perSecond []int
+	for i := 0; i < len(at); {
+		j := i
+		for j < len(at) && at[j].Sub(at[0]) < time.Duration(len(perSecond)+1)*time.Second {
+			j++
+		}
+		perSecond = append(perSecond, j-i)
+		i = j
+	}
+	t.Logf("%d jobs under %s in %s; starts per second: %v", jobs, rate, at[len(at)-1].Sub(at[0]).Round(time.Millisecond), perSecond)
+}
+
+// TestQueueSetRateLimit: Start stores the rate limit the client declares; the
+// operator's call changes and removes it; a limit or period out of range, or a
+// bad queue name, is refused as invalid, naming it, and changes nothing.
+func TestQueueSetRateLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	c := b.start(t, fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }),
+		map[string]weir.QueueConfig{"declared": {MaxWorkers: 5, RateLimit: weir.RateLimit{Limit: 10, Period: time.Second}}}))
+	rateOf := func() weir.RateLimit {
+		t.Helper()
+		queues, err := c.QueueList(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range queues {
+			if q.Name == "declared" {
+				return weir.RateLimit{Limit: q.RateLimit, Period: q.RatePeriod}
+			}
+		}
+		return weir.RateLimit{Limit: -1}
+	}
+	if got := rateOf(); got != (weir.RateLimit{Limit: 10, Period: time.Second}) {
+		t.Fatalf("declared rate after Start: %v", got)
+	}
+	set := weir.RateLimit{Limit: 600, Period: time.Minute}
+	if err := c.QueueSetRateLimit(testCtx(t), "declared", set); err != nil {
+		t.Fatal(err)
+	}
+	if got := rateOf(); got != set || got.String() != "600/1m" {
+		t.Fatalf("rate after QueueSetRateLimit: %v", got)
+	}
+	for _, bad := range []struct {
+		name  string
+		limit weir.RateLimit
+		field string
+	}{
+		{"declared", weir.RateLimit{Limit: 0, Period: time.Second}, "limit"},
+		{"declared", weir.RateLimit{Limit: -1, Period: time.Second}, "limit"},
+		{"declared", weir.RateLimit{Limit: 1_000_001, Period: time.Second}, "limit"},
+		{"declared", weir.RateLimit{Limit: 5}, "limit"},
+		{"declared", weir.RateLimit{Limit: 5, Period: 25 * time.Hour}, "limit"},
+		{"declared", weir.RateLimit{Limit: 5, Period: time.Millisecond + time.Nanosecond}, "limit"},
+		{"bad name!", weir.RateLimit{Limit: 5, Period: time.Second}, "name"},
+	} {
+		err := c.QueueSetRateLimit(testCtx(t), bad.name, bad.limit)
+		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != bad.field {
+			t.Errorf("rate %v of queue %q: %v, want an *InvalidError about %s", bad.limit, bad.name, err, bad.field)
+		}
+	}
+	if got := rateOf(); got != set {
+		t.Fatalf("rate after refused changes: %v", got)
+	}
+	if err := c.QueueSetRateLimit(testCtx(t), "declared", weir.RateLimit{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rateOf(); got.Limit != -1 {
+		t.Fatalf("a queue without jobs or limits is still listed (rate %v)", got)
 	}
 }

@@ -376,6 +376,33 @@ func (c *Client) QueueSetGlobalLimit(ctx context.Context, name string, limit int
 	return nil
 }
 
+// QueueSetRateLimit sets the most jobs of queue name started per period
+// across every client on the database, spread evenly (see RateLimit), or
+// removes the limit (the zero RateLimit). It takes effect at the next claim
+// of every client; the limiter keeps its state, so that setting the same
+// limit again grants no burst (docs/flow-control.md). A
+// client started later whose QueueConfig declares a RateLimit for the queue
+// stores its own.
+func (c *Client) QueueSetRateLimit(ctx context.Context, name string, limit RateLimit) error {
+	if limit != (RateLimit{}) {
+		if err := checkRateLimit("limit", name, limit); err != nil {
+			return err
+		}
+	}
+	err := c.queueOp(ctx, name, func(e weirdriver.Executor, ctx context.Context, name string) error {
+		return e.QueueSetRateLimit(ctx, name, limit.Limit, limit.Period)
+	})
+	if err != nil {
+		return err
+	}
+	if e := c.engine(); e != nil {
+		if p := e.producers[name]; p != nil {
+			p.poke()
+		}
+	}
+	return nil
+}
+
 func (c *Client) queueOp(ctx context.Context, name string, op func(weirdriver.Executor, context.Context, string) error) error {
 	if err := validateName("name", "queue", name); err != nil {
 		return err

@@ -60,9 +60,10 @@ type producer struct {
 	hints chan struct{} // capacity 1: a pending insert notification
 	// freed (capacity 1) is signalled when an outcome of this queue's jobs is
 	// written; atLimit is set while the last claim was cut short by the
-	// queue's global limit, and then only a written outcome, a notification
-	// or the backoff claims again, not a handler's return (its job still
-	// holds its slot until its outcome is written).
+	// queue's global or rate limit, and then only a written outcome, a
+	// notification or the wait (the rate limit's, or the backoff) claims
+	// again, not a handler's return (its job still holds its slot until its
+	// outcome is written).
 	freed   chan struct{}
 	atLimit atomic.Bool
 
@@ -206,20 +207,22 @@ func (p *producer) loop(ctx context.Context) {
 		case <-poll.C:
 		}
 		lastClaim = time.Now()
-		got, more, limited, err := p.fill()
+		got, more, lim, err := p.fill()
 		lastEmpty = got == 0
-		p.atLimit.Store(limited)
+		p.atLimit.Store(lim.Limited)
 		wait := p.pollInterval
 		switch {
 		case err != nil:
 			wait = min(wait, time.Second) // a failed claim (a dropped connection) is retried soon
-		case limited:
+		case lim.Wait > 0:
+			wait = min(wait, lim.Wait) // the rate limit admits the next job then
+		case lim.Limited:
 			limitRetry = min(max(2*limitRetry, limitRetryMin), limitRetryMax)
 			wait = min(wait, limitRetry)
 		case more:
 			wait = 0 // the claim filled every free slot: there may be more at once
 		}
-		if !limited {
+		if !lim.Limited || lim.Wait > 0 {
 			limitRetry = 0
 		}
 		nextPoll = time.Now().Add(wait)
@@ -229,14 +232,14 @@ func (p *producer) loop(ctx context.Context) {
 
 // fill starts buffered jobs on free workers and claims as many jobs as there is
 // room for. It returns how many it claimed, whether that was all it asked for,
-// and whether the queue's global limit cut the claim short.
-func (p *producer) fill() (got int, more, limited bool, err error) {
+// and what the queue's limits said of the claim.
+func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err error) {
 	p.mu.Lock()
 	p.startBufferedLocked()
 	room := p.cfg.MaxWorkers + p.cfg.Prefetch - p.running - len(p.buffer)
 	p.mu.Unlock()
 	if room <= 0 || p.backlogFull() {
-		return 0, false, false, nil // a freed slot, or room in the backlog, pokes
+		return 0, false, lim, nil // a freed slot, or room in the backlog, pokes
 	}
 
 	// A claim in flight is let finish when Stop begins (its jobs are then released),
@@ -246,7 +249,7 @@ func (p *producer) fill() (got int, more, limited bool, err error) {
 	ctx, cancel := context.WithTimeout(p.hard, p.leaseBudget)
 	defer cancel()
 	sent := time.Now()
-	rows, limited, err := p.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
+	rows, lim, err := p.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
 		Queue: p.queue, Max: room, ClientID: p.clientID, LeaseDuration: p.leaseDuration,
 	})
 	p.claims.Add(1)
@@ -254,10 +257,10 @@ func (p *producer) fill() (got int, more, limited bool, err error) {
 		if p.hard.Err() == nil {
 			p.limited.log(slog.LevelError, "weir: claim jobs", p.queue, slog.String("queue", p.queue), slog.Any("error", err))
 		}
-		return 0, false, false, err
+		return 0, false, lim, err
 	}
 	if len(rows) == 0 {
-		return 0, false, limited, nil
+		return 0, false, lim, nil
 	}
 	deadline := sent.Add(p.leaseBudget)
 	jobs := make([]*lease.Job, len(rows))
@@ -272,11 +275,11 @@ func (p *producer) fill() (got int, more, limited bool, err error) {
 		// Stop began while the claim was in flight: give these back too.
 		p.mu.Unlock()
 		p.releaseBuffered()
-		return len(rows), false, limited, nil
+		return len(rows), false, lim, nil
 	}
 	p.startBufferedLocked()
 	p.mu.Unlock()
-	return len(rows), len(rows) == room, limited, nil
+	return len(rows), len(rows) == room, lim, nil
 }
 
 // startBufferedLocked starts buffered jobs while workers are free. p.mu is held.

@@ -186,6 +186,40 @@ func CheckThroughput(p *JobThroughputParams) error {
 	return nil
 }
 
+// The bounds of a queue's rate limit: MaxRateLimit jobs per period at most,
+// a period from MinRatePeriod to MaxRatePeriod.
+const (
+	MaxRateLimit  = 1_000_000
+	MinRatePeriod = time.Millisecond
+	MaxRatePeriod = 24 * time.Hour
+)
+
+// RateBurst is how many jobs a rate limit of limit per period admits at once:
+// 2, and what 10 ms of the rate allows. A burst of at least 2 lets a claim
+// that comes late by less than period/limit take the job that was due and
+// keep the next one's time: with 1, each claim's lateness would be lost, and
+// 50 a second ran 46.
+func RateBurst(limit int, period time.Duration) int {
+	return 2 + int(int64(limit)*int64(10*time.Millisecond)/int64(period))
+}
+
+// CheckRateLimit checks a queue's new rate limit: limit 0 (none) or 1 to
+// MaxRateLimit per period, from MinRatePeriod to MaxRatePeriod in whole
+// microseconds, for a queue name of 1 to 128 bytes.
+func CheckRateLimit(name string, limit int, period time.Duration) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("queue is empty")
+	case len(name) > maxQueueNameBytes:
+		return fmt.Errorf("queue name is %d bytes long; the limit is %d", len(name), maxQueueNameBytes)
+	case limit < 0 || limit > MaxRateLimit:
+		return fmt.Errorf("rate limit %d is out of range: 0 (none) to %d", limit, MaxRateLimit)
+	case limit > 0 && (period < MinRatePeriod || period > MaxRatePeriod || period%time.Microsecond != 0):
+		return fmt.Errorf("rate period %v is out of range: %v to %v, in whole microseconds", period, MinRatePeriod, MaxRatePeriod)
+	}
+	return nil
+}
+
 // MaxGlobalLimit is the largest global limit of a queue.
 const MaxGlobalLimit = 1_000_000
 

@@ -218,6 +218,10 @@ type Executor interface {
 	// across every client (1 to MaxGlobalLimit), or removes the limit (0). A
 	// lower limit than the jobs running stops no job: claims wait until fewer run.
 	QueueSetGlobalLimit(ctx context.Context, name string, limit int) error
+	// QueueSetRateLimit sets the most jobs of a queue started per period
+	// across every client (limit 1 to MaxRateLimit, period CheckRateLimit's
+	// range), spread evenly, or removes the limit (limit 0, period ignored).
+	QueueSetRateLimit(ctx context.Context, name string, limit int, period time.Duration) error
 
 	// The worker runtime's statements. Every write about a running job is fenced:
 	// it applies only while the job is running under the given lease token, and a
@@ -226,12 +230,13 @@ type Executor interface {
 	// JobClaim leases up to Max due available jobs of a queue, in priority, then
 	// scheduled time, then id order, skipping jobs that other claimers hold locked.
 	// Each claimed job gets a lease token greater than any it had before. A
-	// queue with a global limit (QueueSetGlobalLimit) is claimed from one claim
-	// at a time, and a claim leases at most the limit less the queue's running
-	// jobs, counted after every earlier claim of the queue ended; limited
-	// reports that the limit cut this claim short, so that the queue may hold
-	// more due jobs than were returned.
-	JobClaim(ctx context.Context, params *JobClaimParams) (jobs []*weirtype.JobRow, limited bool, err error)
+	// queue with a global limit (QueueSetGlobalLimit) or a rate limit
+	// (QueueSetRateLimit) is claimed from one claim at a time: a claim leases
+	// at most the global limit less the queue's running jobs, counted after
+	// every earlier claim of the queue ended, and no more than the rate
+	// limit admits. The ClaimLimit says whether a limit cut this claim short,
+	// so that the queue may hold more due jobs than were returned.
+	JobClaim(ctx context.Context, params *JobClaimParams) ([]*weirtype.JobRow, ClaimLimit, error)
 	// JobClaimID leases job params.ID if it is scheduled, available or retryable,
 	// whatever its due time, whether its queue is paused and its global limit, and returns it
 	// running. A job that is running or final is returned unchanged, with false;
@@ -429,6 +434,10 @@ type QueueStats struct {
 	Paused bool
 	// GlobalLimit is the queue's global limit, 0 when it has none.
 	GlobalLimit int
+	// RateLimit jobs per RatePeriod is the queue's rate limit; 0 when it has
+	// none.
+	RateLimit  int
+	RatePeriod time.Duration
 	// Estimated marks the states whose count is an estimate
 	// (Executor.QueueListEstimated); the other counts are exact. Nil when
 	// every count is exact.

@@ -476,8 +476,10 @@ type queueJSON struct {
 	Name   string `json:"name"`
 	Paused bool   `json:"paused"`
 	// GlobalLimit is the queue's global limit; null when it has none.
-	GlobalLimit *int                        `json:"global_limit"`
-	Counts      map[weirtype.JobState]int64 `json:"counts"`
+	GlobalLimit *int `json:"global_limit"`
+	// RateLimit is the queue's rate limit; null when it has none.
+	RateLimit *rateJSON                   `json:"rate_limit"`
+	Counts    map[weirtype.JobState]int64 `json:"counts"`
 	// Estimated lists the states whose count is an estimate; empty when
 	// every count is exact.
 	Estimated []weirtype.JobState `json:"estimated"`
@@ -485,11 +487,20 @@ type queueJSON struct {
 	OldestAvailableAt *time.Time `json:"oldest_available_at"`
 }
 
+// rateJSON is a rate limit: limit jobs started per period (a Go duration).
+type rateJSON struct {
+	Limit  int    `json:"limit"`
+	Period string `json:"period"`
+}
+
 func queueOf(q *weir.QueueStats) queueJSON {
 	out := queueJSON{Name: q.Name, Paused: q.Paused, Counts: map[weirtype.JobState]int64{}, Estimated: []weirtype.JobState{}}
 	if q.GlobalLimit > 0 {
 		limit := q.GlobalLimit
 		out.GlobalLimit = &limit
+	}
+	if q.RateLimit > 0 {
+		out.RateLimit = &rateJSON{Limit: q.RateLimit, Period: q.RatePeriod.String()}
 	}
 	for _, s := range weirtype.JobStates() {
 		out.Counts[s] = q.Counts[s]

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/weirdriver"
@@ -28,7 +29,7 @@ const queuesSynopsis = `Usage:
     weir queues list   [--json]
     weir queues pause  NAME [--create]
     weir queues resume NAME
-    weir queues set    NAME --global-limit N|none [--create]
+    weir queues set    NAME [--global-limit N|none] [--rate N/PERIOD|none] [--create]
 
 Each action also takes --database-url URL and --schema NAME.
 
@@ -43,7 +44,9 @@ resume lets clients start the queue's jobs again. Resuming a queue that is not
 paused changes nothing.
 set --global-limit N lets at most N (1 to 1,000,000) of the queue's jobs run at
 once across every client; none removes the limit. It takes effect at every
-client's next claim, and stops no running job. A client started later that
+client's next claim, and stops no running job. set --rate N/PERIOD (such as
+50/1s or 1000/1m) lets at most N jobs start per PERIOD (1ms to 24h) across
+every client, spread evenly; none removes it. A client started later that
 declares a limit for the queue in its configuration stores its own. An unknown
 queue is refused as for pause, unless --create is given.
 `
@@ -61,6 +64,7 @@ type queuesOpts struct {
 	json        bool
 	create      bool
 	globalLimit string
+	rate        string
 }
 
 func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
@@ -74,6 +78,7 @@ func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
 		fs.BoolVar(&o.create, "create", false, "pause the queue even if weir does not know it yet (it has no jobs and is not paused)")
 	case "set":
 		fs.StringVar(&o.globalLimit, "global-limit", "", "the most jobs of the queue running at once across every client, 1 to 1000000, or none")
+		fs.StringVar(&o.rate, "rate", "", "the most jobs of the queue started per period across every client, `N/PERIOD` (50/1s), or none")
 		fs.BoolVar(&o.create, "create", false, "set the limit even if weir does not know the queue yet")
 	}
 	return fs, o
@@ -97,10 +102,23 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	var limit int
+	var (
+		limit int
+		rate  weir.RateLimit
+	)
 	if action == "set" {
-		if limit, err = parseGlobalLimit(fs, o.globalLimit); err != nil {
-			return err
+		if o.globalLimit == "" && o.rate == "" {
+			return usagef("%s: nothing to set: give --global-limit, --rate or both (run `%s -h`)", cmdName(fs), fs.Name())
+		}
+		if o.globalLimit != "" {
+			if limit, err = parseGlobalLimit(fs, o.globalLimit); err != nil {
+				return err
+			}
+		}
+		if o.rate != "" {
+			if rate, err = parseRate(fs, o.rate); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -124,15 +142,27 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 			}
 		}
 		if action == "set" {
-			if err := client.QueueSetGlobalLimit(ctx, name, limit); err != nil {
-				return o.db.clientErr(fs, err)
+			if o.globalLimit != "" {
+				if err := client.QueueSetGlobalLimit(ctx, name, limit); err != nil {
+					return o.db.clientErr(fs, err)
+				}
+				if limit == 0 {
+					fmt.Fprintf(e.stdout, "queue %s: no global limit\n", termSafe(name))
+				} else {
+					fmt.Fprintf(e.stdout, "queue %s: global limit %d\n", termSafe(name), limit)
+				}
 			}
-			if limit == 0 {
-				_, err = fmt.Fprintf(e.stdout, "queue %s: no global limit\n", termSafe(name))
-			} else {
-				_, err = fmt.Fprintf(e.stdout, "queue %s: global limit %d\n", termSafe(name), limit)
+			if o.rate != "" {
+				if err := client.QueueSetRateLimit(ctx, name, rate); err != nil {
+					return o.db.clientErr(fs, err)
+				}
+				if rate.Limit == 0 {
+					fmt.Fprintf(e.stdout, "queue %s: no rate limit\n", termSafe(name))
+				} else {
+					fmt.Fprintf(e.stdout, "queue %s: rate limit %s\n", termSafe(name), rate)
+				}
 			}
-			return err
+			return nil
 		}
 		if err := client.QueuePause(ctx, name); err != nil {
 			return o.db.clientErr(fs, err)
@@ -162,6 +192,24 @@ func parseGlobalLimit(fs *flag.FlagSet, v string) (int, error) {
 	return n, nil
 }
 
+// parseRate reads --rate: "none", or N/PERIOD with N 1 to 1,000,000 and
+// PERIOD a Go duration from 1ms to 24h.
+func parseRate(fs *flag.FlagSet, v string) (weir.RateLimit, error) {
+	if v == "none" {
+		return weir.RateLimit{}, nil
+	}
+	n, per, ok := strings.Cut(v, "/")
+	limit, err := strconv.Atoi(n)
+	if !ok || err != nil || limit < 1 || limit > weirdriver.MaxRateLimit {
+		return weir.RateLimit{}, usagef("%s: --rate %q is not N/PERIOD with N from 1 to %d (such as 50/1s), nor none", cmdName(fs), termSafe(v), weirdriver.MaxRateLimit)
+	}
+	period, err := time.ParseDuration(per)
+	if err != nil || period < weirdriver.MinRatePeriod || period > weirdriver.MaxRatePeriod || period%time.Microsecond != 0 {
+		return weir.RateLimit{}, usagef("%s: --rate %q: the period is not a duration from 1ms to 24h (such as 1s or 1m)", cmdName(fs), termSafe(v))
+	}
+	return weir.RateLimit{Limit: limit, Period: period}, nil
+}
+
 // queueKnown reports whether the queue has jobs or a row of its own, so that
 // pause does not silently make a paused queue out of a mistyped name. A name
 // outside the name rules is left to QueuePause to refuse.
@@ -184,13 +232,20 @@ func queueKnown(ctx context.Context, client *weir.Client, name string) (bool, er
 	return slices.ContainsFunc(queues, func(q *weir.QueueStats) bool { return q.Name == name }), nil
 }
 
-// queueJSON is a queue as weir prints it for scripts. GlobalLimit is null when
-// the queue has none; Counts holds every state.
+// queueJSON is a queue as weir prints it for scripts. GlobalLimit and
+// RateLimit are null when the queue has none; Counts holds every state.
 type queueJSON struct {
 	Name        string                  `json:"name"`
 	Paused      bool                    `json:"paused"`
 	GlobalLimit *int                    `json:"global_limit"`
+	RateLimit   *rateJSON               `json:"rate_limit"`
 	Counts      map[weir.JobState]int64 `json:"counts"`
+}
+
+// rateJSON is a rate limit: limit jobs per period (a Go duration).
+type rateJSON struct {
+	Limit  int    `json:"limit"`
+	Period string `json:"period"`
 }
 
 func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, client *weir.Client) error {
@@ -206,6 +261,9 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 			if q.GlobalLimit > 0 {
 				out[i].GlobalLimit = &q.GlobalLimit
 			}
+			if q.RateLimit > 0 {
+				out[i].RateLimit = &rateJSON{Limit: q.RateLimit, Period: q.RatePeriod.String()}
+			}
 			for _, s := range states {
 				out[i].Counts[s] = q.Counts[s]
 			}
@@ -217,7 +275,7 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprint(tw, "NAME\tPAUSED\tGLOBAL LIMIT")
+	fmt.Fprint(tw, "NAME\tPAUSED\tGLOBAL LIMIT\tRATE")
 	for _, s := range states {
 		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(s)))
 	}
@@ -231,7 +289,11 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		if q.GlobalLimit > 0 {
 			limit = strconv.Itoa(q.GlobalLimit)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s", termSafe(q.Name), paused, limit)
+		rate := "-"
+		if q.RateLimit > 0 {
+			rate = weir.RateLimit{Limit: q.RateLimit, Period: q.RatePeriod}.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s", termSafe(q.Name), paused, limit, rate)
 		for _, s := range states {
 			fmt.Fprintf(tw, "\t%d", q.Counts[s])
 		}

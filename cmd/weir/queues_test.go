@@ -12,10 +12,14 @@ import (
 
 // listedQueue is a queue as `weir queues list --json` prints it.
 type listedQueue struct {
-	Name        string           `json:"name"`
-	Paused      bool             `json:"paused"`
-	GlobalLimit *int             `json:"global_limit"`
-	Counts      map[string]int64 `json:"counts"`
+	Name        string `json:"name"`
+	Paused      bool   `json:"paused"`
+	GlobalLimit *int   `json:"global_limit"`
+	RateLimit   *struct {
+		Limit  int    `json:"limit"`
+		Period string `json:"period"`
+	} `json:"rate_limit"`
+	Counts map[string]int64 `json:"counts"`
 }
 
 func TestQueues(t *testing.T) {
@@ -60,13 +64,13 @@ func TestQueues(t *testing.T) {
 	r = weir(t, "queues", "list")
 	wantOK(t, r)
 	header, rows := tableRows(t, r.stdout)
-	if header != "NAME PAUSED GLOBAL LIMIT SCHEDULED AVAILABLE RUNNING RETRYABLE COMPLETED CANCELLED DISCARDED" {
+	if header != "NAME PAUSED GLOBAL LIMIT RATE SCHEDULED AVAILABLE RUNNING RETRYABLE COMPLETED CANCELLED DISCARDED" {
 		t.Fatalf("header %q", header)
 	}
 	want := [][]string{
-		{"default", "no", "-", "0", "1", "0", "0", "0", "0", "0"},
-		{"empty", "yes", "-", "0", "0", "0", "0", "0", "0", "0"},
-		{"mail", "yes", "-", "0", "2", "0", "0", "0", "1", "0"},
+		{"default", "no", "-", "-", "0", "1", "0", "0", "0", "0", "0"},
+		{"empty", "yes", "-", "-", "0", "0", "0", "0", "0", "0", "0"},
+		{"mail", "yes", "-", "-", "0", "2", "0", "0", "0", "1", "0"},
 	}
 	if !slices.EqualFunc(rows, want, slices.Equal) {
 		t.Fatalf("list:\n%s\nwant rows %q", r.stdout, want)
@@ -145,7 +149,12 @@ func TestQueuesSetGlobalLimit(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"mail"}, "--global-limit is required"},
+		{[]string{"mail"}, "nothing to set: give --global-limit, --rate or both"},
+		{[]string{"mail", "--rate", "50"}, `--rate "50" is not N/PERIOD`},
+		{[]string{"mail", "--rate", "0/1s"}, `--rate "0/1s" is not N/PERIOD`},
+		{[]string{"mail", "--rate", "50/0s"}, `--rate "50/0s": the period is not a duration from 1ms to 24h`},
+		{[]string{"mail", "--rate", "50/25h"}, `--rate "50/25h": the period`},
+		{[]string{"mail", "--rate", "50/1ns"}, `--rate "50/1ns": the period`},
 		{[]string{"mail", "--global-limit", "0"}, `--global-limit "0" is not a number from 1 to 1000000, nor none`},
 		{[]string{"mail", "--global-limit", "-3"}, `--global-limit "-3" is not a number`},
 		{[]string{"mail", "--global-limit", "1000001"}, `--global-limit "1000001" is not a number`},
@@ -168,6 +177,32 @@ func TestQueuesSetGlobalLimit(t *testing.T) {
 	}
 	if l := limits(); l["mail"] != nil || l["later"] == nil || *l["later"] != 2 {
 		t.Fatalf("limits after none: %v", l)
+	}
+
+	// A rate limit, with the global limit or alone.
+	r = weir(t, "queues", "set", "mail", "--rate", "50/1s", "--global-limit", "4")
+	wantOK(t, r)
+	if r.stdout != "queue mail: global limit 4\nqueue mail: rate limit 50/1s\n" {
+		t.Fatalf("set both printed %q", r.stdout)
+	}
+	r = weir(t, "queues", "list", "--json")
+	wantOK(t, r)
+	var rated []listedQueue
+	decodeJSON(t, r.stdout, &rated)
+	for _, q := range rated {
+		if q.Name == "mail" && (q.RateLimit == nil || q.RateLimit.Limit != 50 || q.RateLimit.Period != "1s") {
+			t.Fatalf("mail's rate limit in the JSON list: %+v", q.RateLimit)
+		}
+	}
+	r = weir(t, "queues", "list")
+	wantOK(t, r)
+	if _, rows := tableRows(t, r.stdout); len(rows) != 2 || rows[1][0] != "mail" || rows[1][2] != "4" || rows[1][3] != "50/1s" {
+		t.Fatalf("list with a rate limit:\n%s", r.stdout)
+	}
+	r = weir(t, "queues", "set", "mail", "--rate", "none")
+	wantOK(t, r)
+	if r.stdout != "queue mail: no rate limit\n" {
+		t.Fatalf("set --rate none printed %q", r.stdout)
 	}
 }
 

@@ -15,13 +15,21 @@ import (
 // claim's limited flag.
 func claimLimited(t *testing.T, d weirdriver.Driver, queue string, max int, lease time.Duration) ([]*weirtype.JobRow, bool) {
 	t.Helper()
-	jobs, limited, err := d.Executor().JobClaim(ctx(t), &weirdriver.JobClaimParams{
+	jobs, lim := claimRated(t, d, queue, max, lease)
+	return jobs, lim.Limited
+}
+
+// claimRated claims up to max jobs of queue and returns them with what the
+// queue's limits said.
+func claimRated(t *testing.T, d weirdriver.Driver, queue string, max int, lease time.Duration) ([]*weirtype.JobRow, weirdriver.ClaimLimit) {
+	t.Helper()
+	jobs, lim, err := d.Executor().JobClaim(ctx(t), &weirdriver.JobClaimParams{
 		Queue: queue, Max: max, ClientID: testClient, LeaseDuration: lease,
 	})
 	if err != nil {
 		t.Fatalf("claim %s: %v", queue, err)
 	}
-	return jobs, limited
+	return jobs, lim
 }
 
 func setLimit(t *testing.T, d weirdriver.Driver, queue string, limit int) {
@@ -188,5 +196,113 @@ func testGlobalLimitRejectsBadInput(t *testing.T, d weirdriver.Driver) {
 	}
 	if q := queueStats(t, d, "bad-limit"); q == nil || q.GlobalLimit != 4 {
 		t.Fatalf("queue after refused changes: %+v", q)
+	}
+}
+
+// testRateLimit: a rate-limited queue's claims lease at most its burst at
+// once and then what the rate has admitted since, say when the next job is
+// due, and, racing from several executors, never lease more in an interval
+// of W (by the claims' own times, attempted_at) than W/T + burst, where T is
+// period/limit; removing the limit lets the rest go; QueueList shows it; bad
+// input is refused and changes nothing.
+func testRateLimit(t *testing.T, d weirdriver.Driver) {
+	const limit, period = 200, time.Second // T = 5 ms; burst 2 + 2 = 4
+	burst := weirdriver.RateBurst(limit, period)
+	if burst != 4 {
+		t.Fatalf("burst of %d per %s: %d, want 4", limit, period, burst)
+	}
+	ps := make([]*weirdriver.JobInsertParams, 400)
+	for i := range ps {
+		ps[i] = params("k", "rated", `{}`)
+	}
+	if _, err := d.Executor().JobInsert(ctx(t), ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Executor().QueueSetRateLimit(ctx(t), "rated", limit, period); err != nil {
+		t.Fatal(err)
+	}
+	if q := queueStats(t, d, "rated"); q == nil || q.RateLimit != limit || q.RatePeriod != period {
+		t.Fatalf("rate-limited queue listed as %+v", q)
+	}
+	first, lim := claimRated(t, d, "rated", 100, time.Minute)
+	if len(first) != burst || !lim.Limited || lim.Wait <= 0 || lim.Wait > 5*time.Millisecond {
+		t.Fatalf("first claim of 100: %d jobs, %+v; want the burst of %d, limited, the next due within 5ms", len(first), lim, burst)
+	}
+
+	// Several executors claim for a while; then every window of the claims'
+	// times holds at most W/T + burst jobs.
+	var (
+		mu  sync.Mutex
+		all []*weirtype.JobRow
+		wg  sync.WaitGroup
+	)
+	all = append(all, first...)
+	stop := time.Now().Add(300 * time.Millisecond)
+	for i := range 4 {
+		exec := d.Executor()
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				jobs, lim, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{
+					Queue: "rated", Max: 10, ClientID: "claimer-" + strconv.Itoa(i), LeaseDuration: time.Minute,
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				all = append(all, jobs...)
+				mu.Unlock()
+				if lim.Wait > 0 {
+					time.Sleep(lim.Wait) // as a producer waits: not a check of time
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tick := period / limit
+	for _, w := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
+		most := 0
+		for _, a := range all {
+			n := 0
+			for _, b := range all {
+				if at := b.AttemptedAt.Sub(*a.AttemptedAt); at >= 0 && at < w {
+					n++
+				}
+			}
+			most = max(most, n)
+		}
+		if bound := int(w/tick) + burst; most > bound {
+			t.Errorf("%d jobs claimed within %s under %d per %s: the bound is %d", most, w, limit, period, bound)
+		}
+	}
+	if len(all) <= burst {
+		t.Fatalf("%d jobs claimed in 300 ms at %d per %s: the rate admitted nothing after the burst", len(all), limit, period)
+	}
+
+	// Bad input changes nothing.
+	for _, c := range []struct {
+		queue  string
+		limit  int
+		period time.Duration
+	}{
+		{"rated", -1, period}, {"rated", weirdriver.MaxRateLimit + 1, period},
+		{"rated", 10, 0}, {"rated", 10, -time.Second}, {"rated", 10, 25 * time.Hour}, {"rated", 10, time.Nanosecond},
+		{"", 10, period},
+	} {
+		if err := d.Executor().QueueSetRateLimit(ctx(t), c.queue, c.limit, c.period); err == nil {
+			t.Errorf("rate %d per %s of queue %q: no error", c.limit, c.period, c.queue)
+		}
+	}
+	if q := queueStats(t, d, "rated"); q == nil || q.RateLimit != limit || q.RatePeriod != period {
+		t.Fatalf("after refused changes: %+v", q)
+	}
+
+	// Removing the limit lets the rest go.
+	if err := d.Executor().QueueSetRateLimit(ctx(t), "rated", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	rest, lim := claimRated(t, d, "rated", 1000, time.Minute)
+	if len(rest) != 400-len(all) || lim.Limited {
+		t.Fatalf("claim without the limit: %d jobs, %+v; want the %d left", len(rest), lim, 400-len(all))
 	}
 }

@@ -73,6 +73,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"GlobalLimit", testGlobalLimit},
 		{"GlobalLimitConcurrent", testGlobalLimitConcurrent},
 		{"GlobalLimitRejectsBadInput", testGlobalLimitRejectsBadInput},
+		{"RateLimit", testRateLimit},
 		{"PeriodicRegister", testPeriodicRegister},
 		{"PeriodicFireAndOperate", testPeriodicFireAndOperate},
 		{"ClientRegistry", testClientRegistry},

@@ -44,9 +44,10 @@ WITH c AS (
 	UNION ALL
 	%s
 )
-SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, coalesce(c.sampled, false), p.paused_at IS NOT NULL, coalesce(p.global_limit, 0)
+SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, coalesce(c.sampled, false), p.paused_at IS NOT NULL,
+	coalesce(p.global_limit, 0), coalesce(p.rate_limit, 0), coalesce(p.rate_period_us, 0)
 FROM c
-FULL JOIN (SELECT name, paused_at, global_limit FROM {queue} WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL) AS p ON p.name = c.queue
+FULL JOIN ` + queueSettings + ` AS p ON p.name = c.queue
 ORDER BY 1, 2`
 
 // queueFinalExact counts the final jobs exactly: on a small table.
@@ -71,12 +72,15 @@ func scanQueues(r rows) (out []*weirdriver.QueueStats, pending, sampled int64, e
 			isSampled bool
 			paused    bool
 			limit     int
+			rate      int
+			periodUS  int64
 		)
-		if err := r.Scan(&queue, &state, &n, &oldest, &isSampled, &paused, &limit); err != nil {
+		if err := r.Scan(&queue, &state, &n, &oldest, &isSampled, &paused, &limit, &rate, &periodUS); err != nil {
 			return nil, 0, 0, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
-			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused, GlobalLimit: limit})
+			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused,
+				GlobalLimit: limit, RateLimit: rate, RatePeriod: time.Duration(periodUS) * time.Microsecond})
 		}
 		if state == nil {
 			continue

@@ -287,6 +287,22 @@ func (e *executor) QueueSetGlobalLimit(ctx context.Context, name string, limit i
 	return nil
 }
 
+func (e *executor) QueueSetRateLimit(ctx context.Context, name string, limit int, period time.Duration) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckRateLimit(name, limit, period); err != nil {
+		return fmt.Errorf("set rate limit of queue %s: %w", name, err)
+	}
+	var rate, periodUS *int64
+	if limit > 0 {
+		r, p := int64(limit), period.Microseconds()
+		rate, periodUS = &r, &p
+	}
+	if _, err := e.db.Exec(ctx, e.q.queueSetRate, name, rate, periodUS, e.q.insertChannel); err != nil {
+		return fmt.Errorf("set rate limit of queue %s: %w", name, err)
+	}
+	return nil
+}
+
 // listQuery builds the listing statement for p; the schema is fixed at construction.
 func listQuery(q *queries, p *weirdriver.JobListParams) (string, []any) {
 	var (

@@ -153,16 +153,36 @@ SELECT {cols} FROM updated WHERE pg_notify($2, queue) IS NOT NULL`
 // no row when the job is missing or running.
 const jobDeleteSQL = `DELETE FROM {job} WHERE id = $1 AND state <> 'running' RETURNING {cols}`
 
+// queueSettings are the queues that are paused or limited, with
+// the columns queueListSQL and queueCountsSQL show.
+const queueSettings = `(SELECT name, paused_at, global_limit, rate_limit, rate_period_us FROM {queue}
+	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL OR rate_limit IS NOT NULL)`
+
 // queueListSQL counts jobs by queue and state, and lists paused or limited
 // queues without jobs (state NULL). Returns name, state, count, the group's
 // earliest scheduled time, false (no count is a sample's: the columns of
-// queueCountsSQL), paused and the global limit (0: none), ordered by name and
-// state.
+// queueCountsSQL), paused, the global limit (0: none) and the rate limit and
+// its period in µs (0: none), ordered by name and state.
 const queueListSQL = `
-SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, false, p.paused_at IS NOT NULL, coalesce(p.global_limit, 0)
+SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, false, p.paused_at IS NOT NULL,
+	coalesce(p.global_limit, 0), coalesce(p.rate_limit, 0), coalesce(p.rate_period_us, 0)
 FROM (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM {job} GROUP BY queue, state) AS c
-FULL JOIN (SELECT name, paused_at, global_limit FROM {queue} WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL) AS p ON p.name = c.queue
+FULL JOIN ` + queueSettings + ` AS p ON p.name = c.queue
 ORDER BY 1, 2`
+
+// queueSetRateLimitSQL sets queue $1's rate limit to $2 jobs per $3 µs (NULL
+// and NULL: none), and notifies $4, the insert channel, so that the queue's
+// workers claim again. The limiter's state stays: the next start is due when
+// it was, so that setting a limit again (every client's Start does) grants no
+// burst.
+const queueSetRateLimitSQL = `
+WITH settings AS (
+	INSERT INTO {queue} AS q (name, rate_limit, rate_period_us) VALUES ($1, $2, $3)
+	ON CONFLICT (name) DO UPDATE SET rate_limit = excluded.rate_limit, rate_period_us = excluded.rate_period_us,
+		updated_at = now()
+	RETURNING name
+)
+SELECT pg_notify($4, name) IS NOT NULL FROM settings`
 
 // queueSetGlobalLimitSQL sets queue $1's global limit to $2 (NULL: none) and
 // notifies $3, the insert channel, so that the queue's workers claim again.
@@ -217,6 +237,7 @@ type queries struct {
 	queuePause     string
 	queueResume    string
 	queueSetLimit  string
+	queueSetRate   string
 
 	readySegments string
 	readyMove     string // {segment}: the segment's table, qualified
@@ -259,6 +280,7 @@ func newQueries(schema string) *queries {
 		queuePause:     fill(queuePauseSQL),
 		queueResume:    fill(queueResumeSQL),
 		queueSetLimit:  fill(queueSetGlobalLimitSQL),
+		queueSetRate:   fill(queueSetRateLimitSQL),
 		readySegments:  fill(readySegmentsSQL),
 		readyMove:      fill(readyMoveSQL),
 		readyRepair:    fill(readyRepairSQL),

@@ -17,34 +17,50 @@ import (
 
 // The worker runtime's statements; the SQL is in runtime_queries.go.
 
-func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, limited bool, err error) {
+// The columns of jobColumns that the claim's limit row fills in.
+const (
+	colScheduledAt = 8
+	colAttemptedAt = 10
+)
+
+func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, lim weirdriver.ClaimLimit, err error) {
 	defer func() { err = schemaErr(err) }()
 	if err := weirdriver.CheckClaim(p); err != nil {
-		return nil, false, fmt.Errorf("claim jobs: %w", err)
+		return nil, lim, fmt.Errorf("claim jobs: %w", err)
 	}
 	r, err := e.db.Query(ctx, e.q.jobClaim, p.Queue, p.Max, p.LeaseDuration.Microseconds(), p.ClientID)
 	if err != nil {
-		return nil, false, fmt.Errorf("claim jobs: %w", err)
+		return nil, lim, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer r.Close()
 	var jobs []*weirtype.JobRow
 	sc := newJobScanner()
 	for r.Next() {
-		// The row of NULLs after the jobs says the queue's limit cut the claim.
+		// The row without an id after the jobs says a limit cut the claim,
+		// and when the rate limit admits the next job.
 		if raw := r.RawValues(); len(raw) > 0 && raw[0] == nil {
-			limited = true
+			lim.Limited = true
+			vals, err := r.Values()
+			if err != nil {
+				return nil, lim, fmt.Errorf("claim jobs: %w", err)
+			}
+			due, dueOK := vals[colScheduledAt].(time.Time)
+			at, atOK := vals[colAttemptedAt].(time.Time)
+			if dueOK && atOK && due.After(at) {
+				lim.Wait = due.Sub(at)
+			}
 			continue
 		}
 		job, err := sc.scan(r)
 		if err != nil {
-			return nil, false, fmt.Errorf("claim jobs: %w", err)
+			return nil, lim, fmt.Errorf("claim jobs: %w", err)
 		}
 		jobs = append(jobs, job)
 	}
 	if err := r.Err(); err != nil {
-		return nil, false, fmt.Errorf("claim jobs: %w", err)
+		return nil, lim, fmt.Errorf("claim jobs: %w", err)
 	}
-	return jobs, limited, nil
+	return jobs, lim, nil
 }
 
 func (e *executor) JobClaimID(ctx context.Context, p *weirdriver.JobClaimIDParams) (_ *weirtype.JobRow, _ bool, err error) {

@@ -31,9 +31,11 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // alone, because under an old snapshot its entries of claimed jobs cannot be
 // cleaned and every claim would walk them (docs/storage.md). The lease token
 // is the function's copy of nextToken. A queue with a global limit (migration
-// 012) is claimed under a lock on its weir_queue row, at most the limit less
-// its running jobs. Returns the claimed jobs' jobColumns in claim order, then,
-// when the limit cut the claim short, a row of NULLs.
+// 012) or a rate limit (013) is claimed under a lock on its weir_queue row, at
+// most the limit less its running jobs and what the rate admits. Returns the
+// claimed jobs' jobColumns in claim order, then, when a limit cut the claim
+// short, a row whose id is NULL, attempted_at the claim's time and
+// scheduled_at, when the rate limit cut it, the time the next start is due.
 const jobClaimSQL = `
 SELECT {cols} FROM {ready_claim}($1, $2, $3, $4) ORDER BY priority, scheduled_at, id`
 

@@ -517,14 +517,17 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 			state  sql.NullString
 			n      int64
 			oldest sql.NullInt64
-			paused bool
-			limit  int
+			paused   bool
+			limit    int
+			rate     int
+			periodUS int64
 		)
-		if err := rows.Scan(&queue, &state, &n, &oldest, &paused, &limit); err != nil {
+		if err := rows.Scan(&queue, &state, &n, &oldest, &paused, &limit, &rate, &periodUS); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
-			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused, GlobalLimit: limit})
+			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused,
+				GlobalLimit: limit, RateLimit: rate, RatePeriod: time.Duration(periodUS) * time.Microsecond})
 		}
 		if state.Valid {
 			out[len(out)-1].Counts[weirtype.JobState(state.String)] = n
@@ -592,6 +595,28 @@ func (e *executor) QueueSetGlobalLimit(ctx context.Context, name string, limit i
 	})
 	if err != nil {
 		return fmt.Errorf("set global limit of queue %s: %w", name, err)
+	}
+	return nil
+}
+
+func (e *executor) QueueSetRateLimit(ctx context.Context, name string, limit int, period time.Duration) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckRateLimit(name, limit, period); err != nil {
+		return fmt.Errorf("set rate limit of queue %s: %w", name, err)
+	}
+	var rate, periodUS any
+	if limit > 0 {
+		rate, periodUS = limit, period.Microseconds()
+	}
+	err = e.write(ctx, func(w *write) error {
+		if _, err := w.q.ExecContext(ctx, queueSetRateLimit, name, rate, periodUS, w.now); err != nil {
+			return err
+		}
+		w.notify(insertChannel, name) // wake the queue's workers
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set rate limit of queue %s: %w", name, err)
 	}
 	return nil
 }

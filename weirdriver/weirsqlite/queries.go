@@ -82,11 +82,13 @@ RETURNING {cols}`)
 
 	// Queues with jobs, by state, plus paused queues without jobs (state NULL).
 	queueList = `WITH counts AS (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM weir_job GROUP BY queue, state),
-settings AS (SELECT name, paused_at IS NOT NULL AS paused, coalesce(global_limit, 0) AS lim FROM weir_queue
-	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL)
-SELECT c.queue, c.state, c.n, c.oldest, coalesce(s.paused, 0), coalesce(s.lim, 0) FROM counts c LEFT JOIN settings s ON s.name = c.queue
+settings AS (SELECT name, paused_at IS NOT NULL AS paused, coalesce(global_limit, 0) AS lim,
+	coalesce(rate_limit, 0) AS rate, coalesce(rate_period_us, 0) AS period FROM weir_queue
+	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL OR rate_limit IS NOT NULL)
+SELECT c.queue, c.state, c.n, c.oldest, coalesce(s.paused, 0), coalesce(s.lim, 0), coalesce(s.rate, 0), coalesce(s.period, 0)
+FROM counts c LEFT JOIN settings s ON s.name = c.queue
 UNION ALL
-SELECT name, NULL, 0, NULL, paused, lim FROM settings WHERE name NOT IN (SELECT queue FROM counts)
+SELECT name, NULL, 0, NULL, paused, lim, rate, period FROM settings WHERE name NOT IN (SELECT queue FROM counts)
 ORDER BY 1, 2`
 	// ?1 name, ?2 now.
 	queuePause = `INSERT INTO weir_queue (name, paused_at, updated_at) VALUES (?1, ?2, ?2)
@@ -98,9 +100,19 @@ WHERE name = ?1 AND paused_at IS NOT NULL`
 	// ?1 name, ?2 limit (NULL: none), ?3 now.
 	queueSetGlobalLimit = `INSERT INTO weir_queue (name, global_limit, updated_at) VALUES (?1, ?2, ?3)
 ON CONFLICT (name) DO UPDATE SET global_limit = excluded.global_limit, updated_at = excluded.updated_at`
-	// ?1 name: the queue's global limit (none: no row or NULL), and its running jobs.
-	queueLimitRunning = `SELECT global_limit, (SELECT count(*) FROM weir_job WHERE queue = ?1 AND state = 'running')
-FROM weir_queue WHERE name = ?1 AND global_limit IS NOT NULL`
+	// ?1 name, ?2 limit, ?3 period µs (NULL, NULL: none), ?4 now. The
+	// limiter's state stays, as in weirpgx's queueSetRateLimitSQL.
+	queueSetRateLimit = `INSERT INTO weir_queue (name, rate_limit, rate_period_us, updated_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (name) DO UPDATE SET rate_limit = excluded.rate_limit, rate_period_us = excluded.rate_period_us,
+	updated_at = excluded.updated_at`
+	// ?1 name: the queue's limits (none: no row, or NULLs), and, with a
+	// global limit, its running jobs.
+	queueLimits = `SELECT global_limit,
+	CASE WHEN global_limit IS NULL THEN 0 ELSE (SELECT count(*) FROM weir_job WHERE queue = ?1 AND state = 'running') END,
+	rate_limit, rate_period_us, rate_tat
+FROM weir_queue WHERE name = ?1 AND (global_limit IS NOT NULL OR rate_limit IS NOT NULL)`
+	// ?1 name, ?2 the rate limiter's state.
+	queueSetRateTAT = `UPDATE weir_queue SET rate_tat = ?2 WHERE name = ?1`
 )
 
 // The worker runtime's statements; docs/sqlite.md and docs/store-runtime.md

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -24,43 +25,74 @@ const errorTimeLayout = "2006-01-02T15:04:05.999999Z07:00"
 
 func errorTime(us int64) string { return fromMicros(us).Format(errorTimeLayout) }
 
-func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, limited bool, err error) {
+func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (_ []*weirtype.JobRow, lim weirdriver.ClaimLimit, err error) {
 	defer func() { err = schemaErr(err) }()
 	if err := weirdriver.CheckClaim(p); err != nil {
-		return nil, false, fmt.Errorf("claim jobs: %w", err)
+		return nil, lim, fmt.Errorf("claim jobs: %w", err)
 	}
 	var jobs []*weirtype.JobRow
 	err = e.write(ctx, func(w *write) error {
+		lim = weirdriver.ClaimLimit{} // a retried write starts afresh
 		// One writer at a time: the running jobs counted here are all there
-		// are until this claim commits.
+		// are until this claim commits, and the rate limiter's state is ours.
 		n := p.Max
-		var lim, busy int
-		switch err := w.q.QueryRowContext(ctx, queueLimitRunning, p.Queue).Scan(&lim, &busy); {
+		var (
+			global, rate, periodUS, tat sql.NullInt64
+			busy                        int64
+		)
+		err := w.q.QueryRowContext(ctx, queueLimits, p.Queue).Scan(&global, &busy, &rate, &periodUS, &tat)
+		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return err
-		case lim-busy < n:
-			limited = true
-			n = max(lim-busy, 0)
 		}
-		if n == 0 {
-			return nil
+		if global.Valid && global.Int64-busy < int64(n) {
+			lim.Limited = true
+			n = int(max(global.Int64-busy, 0))
 		}
-		rows, err := w.q.QueryContext(ctx, jobClaim, p.Queue, n, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
-		if err != nil {
-			return err
+		// The rate limit, as weirpgx's weir_ready_claim keeps it (migration
+		// 013), in microseconds.
+		var t float64
+		var burst int
+		if rate.Valid {
+			t = float64(periodUS.Int64) / float64(rate.Int64)
+			burst = weirdriver.RateBurst(int(rate.Int64), time.Duration(periodUS.Int64)*time.Microsecond)
+			tat.Int64 = max(tat.Int64, w.now)
+			if k := max(int(math.Floor(float64(w.now-tat.Int64)/t))+burst, 0); k < n {
+				lim.Limited = true
+				n = k
+			}
 		}
-		jobs, err = collectJobs(rows)
-		return err
+		if n > 0 {
+			rows, err := w.q.QueryContext(ctx, jobClaim, p.Queue, n, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
+			if err != nil {
+				return err
+			}
+			if jobs, err = collectJobs(rows); err != nil {
+				return err
+			}
+		}
+		if rate.Valid {
+			tat.Int64 += int64(math.Round(float64(len(jobs)) * t))
+			if _, err := w.q.ExecContext(ctx, queueSetRateTAT, p.Queue, tat.Int64); err != nil {
+				return err
+			}
+			if lim.Limited {
+				if due := tat.Int64 - int64(math.Round(float64(burst-1)*t)); due > w.now {
+					lim.Wait = time.Duration(due-w.now) * time.Microsecond
+				}
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("claim jobs: %w", err)
+		return nil, weirdriver.ClaimLimit{}, fmt.Errorf("claim jobs: %w", err)
 	}
 	// RETURNING promises no order; the claim's is priority, scheduled time, id.
 	slices.SortFunc(jobs, func(a, b *weirtype.JobRow) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
 	})
-	return jobs, limited, nil
+	return jobs, lim, nil
 }
 
 func (e *executor) JobClaimID(ctx context.Context, p *weirdriver.JobClaimIDParams) (_ *weirtype.JobRow, _ bool, err error) {

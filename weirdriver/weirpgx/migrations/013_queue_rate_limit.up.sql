@@ -1,0 +1,109 @@
+-- weir:compatible
+-- A queue's rate limit: at most rate_limit of its jobs started per
+-- rate_period_us microseconds across every client, spread evenly
+-- (docs/flow-control.md). NULL: no limit. rate_tat is the limiter's state, the
+-- generic cell rate algorithm's theoretical arrival time: the time the next
+-- start is due if starts came evenly, one every period/limit.
+--
+-- The claim keeps it, under the same lock on the queue's row as the global
+-- limit: it admits k = floor((now - max(tat, now)) / T) + B jobs, where T =
+-- period / limit and B, the burst, is 2 + what 10 ms of the rate allows
+-- (weirdriver.RateBurst), and moves tat on by T for each job it leased. So in any interval of W by the claims' clock
+-- (their now()), at most W/T + B jobs are claimed.
+ALTER TABLE weir_queue ADD COLUMN rate_limit integer,
+    ADD COLUMN rate_period_us bigint,
+    ADD COLUMN rate_tat timestamptz,
+    ADD CONSTRAINT weir_queue_rate_check CHECK (
+        (rate_limit IS NULL AND rate_period_us IS NULL)
+        OR (rate_limit BETWEEN 1 AND 1000000 AND rate_period_us BETWEEN 1000 AND 86400000000));
+
+-- weir_ready_claim as in migration 012, with the rate limit. When a limit cuts
+-- the claim short it returns, after the jobs it leased, one row whose id is
+-- NULL, whose attempted_at is the claim's time and, when the rate limit cut
+-- it, whose scheduled_at is when the next start is due.
+CREATE OR REPLACE FUNCTION weir_ready_claim(q text, n integer, lease_us bigint, client_id text)
+    RETURNS SETOF weir_job
+    LANGUAGE plpgsql
+    SET search_path FROM CURRENT
+    SET enable_sort = off
+    SET enable_bitmapscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET enable_seqscan = off
+AS $$
+DECLARE
+    lim integer;
+    rate integer;
+    period_us bigint;
+    tat timestamptz;
+    t_us double precision;
+    burst integer;
+    k integer;
+    busy bigint;
+    got bigint := 0;
+    capped boolean := false;
+    rate_capped boolean := false;
+    marker weir_job;
+BEGIN
+    SELECT p.global_limit, p.rate_limit INTO lim, rate FROM weir_queue p WHERE p.name = q;
+    IF lim IS NOT NULL OR rate IS NOT NULL THEN
+        -- Read again under the lock: the limits may have changed meanwhile.
+        SELECT p.global_limit, p.rate_limit, p.rate_period_us, p.rate_tat INTO lim, rate, period_us, tat
+        FROM weir_queue p WHERE p.name = q FOR NO KEY UPDATE;
+    END IF;
+    IF lim IS NOT NULL THEN
+        SELECT count(*) INTO busy FROM weir_job j WHERE j.queue = q AND j.state = 'running';
+        IF lim - busy < n THEN
+            capped := true;
+            n := greatest(lim - busy, 0);
+        END IF;
+    END IF;
+    IF rate IS NOT NULL THEN
+        t_us := period_us::double precision / rate;
+        burst := 2 + floor(rate * 10000.0 / period_us)::integer;
+        tat := greatest(coalesce(tat, now()), now());
+        k := greatest(floor(extract(epoch FROM now() - tat) * 1000000 / t_us)::integer + burst, 0);
+        IF k < n THEN
+            capped := true;
+            rate_capped := true;
+            n := k;
+        END IF;
+    END IF;
+    IF n > 0 THEN
+        RETURN QUERY
+        WITH picked AS (
+            SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id FROM weir_ready r
+            WHERE r.queue = q AND r.scheduled_at <= now()
+                AND NOT EXISTS (SELECT 1 FROM weir_queue p WHERE p.name = q AND p.paused_at IS NOT NULL)
+            ORDER BY r.priority, r.scheduled_at, r.job_id
+            LIMIT n
+            FOR UPDATE OF r SKIP LOCKED
+        ),
+        dropped AS (
+            DELETE FROM weir_ready r USING picked p WHERE r.tableoid = p.part AND r.ctid = p.row_id
+        )
+        UPDATE weir_job j SET
+            state = 'running',
+            attempt = j.attempt + 1,
+            lease_token = greatest(j.lease_token + 1, (extract(epoch FROM now()) * 1000000)::bigint),
+            lease_expires_at = now() + lease_us * interval '1 microsecond',
+            attempted_at = now(),
+            attempted_by = client_id
+        WHERE j.id = ANY(ARRAY(SELECT picked.job_id FROM picked))
+            AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
+        RETURNING j.*;
+        GET DIAGNOSTICS got = ROW_COUNT;
+    END IF;
+    IF rate IS NOT NULL THEN
+        tat := tat + got * t_us * interval '1 microsecond';
+        UPDATE weir_queue p SET rate_tat = tat WHERE p.name = q;
+    END IF;
+    IF capped THEN
+        marker.attempted_at := now();
+        IF rate_capped THEN
+            marker.scheduled_at := tat - (burst - 1) * t_us * interval '1 microsecond';
+        END IF;
+        RETURN NEXT marker;
+    END IF;
+END
+$$;

@@ -10,8 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 

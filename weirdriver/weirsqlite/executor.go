@@ -513,10 +513,10 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 	var out []*weirdriver.QueueStats
 	for rows.Next() {
 		var (
-			queue  string
-			state  sql.NullString
-			n      int64
-			oldest sql.NullInt64
+			queue    string
+			state    sql.NullString
+			n        int64
+			oldest   sql.NullInt64
 			paused   bool
 			limit    int
 			rate     int

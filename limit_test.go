@@ -43,6 +43,17 @@ func limitConfig(id string, work probeFunc) *weir.Config {
 	return cfg
 }
 
+// startOwnPool starts a client with cfg on b's schema through a pool of its
+// own, as another process's client would connect, and stops it at cleanup.
+func (b *bundle) startOwnPool(t *testing.T, cfg *weir.Config) *weir.Client {
+	t.Helper()
+	driver, err := weirpgx.New(dbtest.PoolAt(t, dbtest.URL(), nil), &weirpgx.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (&bundle{driver: driver}).start(t, cfg)
+}
+
 // limitChildMain is the child client of TestGlobalLimitExact: it works the
 // limited queue until it is killed.
 func limitChildMain() int {
@@ -168,31 +179,12 @@ func TestGlobalLimitExact(t *testing.T) {
 
 	var clients []*weir.Client
 	for i := range 3 {
-		pool := dbtest.PoolAt(t, dbtest.URL(), nil)
-		driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: b.schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := weir.NewClient(driver, limitConfig(fmt.Sprintf("parent-%d", i), func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		clients = append(clients, b.startOwnPool(t, limitConfig(fmt.Sprintf("parent-%d", i), func(ctx context.Context, job *weir.Job[probeArgs]) error {
 			start()
 			defer running.Add(-1)
 			time.Sleep(2 * time.Millisecond) // the job's work
 			return nil
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(testCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := c.Stop(ctx); err != nil {
-				t.Errorf("stop: %v", err)
-			}
-		})
-		clients = append(clients, c)
+		})))
 	}
 
 	// Kill the child while it runs a job, once a tenth of them are done.
@@ -302,28 +294,10 @@ func TestRateLimitClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		pool := dbtest.PoolAt(t, dbtest.URL(), nil)
-		driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: b.schema})
-		if err != nil {
-			t.Fatal(err)
-		}
 		cfg := fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }),
 			map[string]weir.QueueConfig{"rated": {MaxWorkers: 20, RateLimit: rate}})
 		cfg.ID = fmt.Sprintf("rated-%d", i)
-		c, err := weir.NewClient(driver, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(testCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := c.Stop(ctx); err != nil {
-				t.Errorf("stop: %v", err)
-			}
-		})
+		b.startOwnPool(t, cfg)
 	}
 	waitFor(t, 2*time.Minute, "every job to complete", func() bool { return b.count(t, "state = 'completed'") == jobs })
 

@@ -207,11 +207,10 @@ func RateBurst(limit int, period time.Duration) int {
 // MaxRateLimit per period, from MinRatePeriod to MaxRatePeriod in whole
 // microseconds, for a queue name of 1 to 128 bytes.
 func CheckRateLimit(name string, limit int, period time.Duration) error {
+	if err := checkQueueName(name); err != nil {
+		return err
+	}
 	switch {
-	case name == "":
-		return fmt.Errorf("queue is empty")
-	case len(name) > maxQueueNameBytes:
-		return fmt.Errorf("queue name is %d bytes long; the limit is %d", len(name), maxQueueNameBytes)
 	case limit < 0 || limit > MaxRateLimit:
 		return fmt.Errorf("rate limit %d is out of range: 0 (none) to %d", limit, MaxRateLimit)
 	case limit > 0 && (period < MinRatePeriod || period > MaxRatePeriod || period%time.Microsecond != 0):
@@ -226,13 +225,23 @@ const MaxGlobalLimit = 1_000_000
 // CheckGlobalLimit checks a queue's new global limit: 0 (none) to
 // MaxGlobalLimit, for a queue name of 1 to 128 bytes.
 func CheckGlobalLimit(name string, limit int) error {
+	if err := checkQueueName(name); err != nil {
+		return err
+	}
+	if limit < 0 || limit > MaxGlobalLimit {
+		return fmt.Errorf("global limit %d is out of range: 0 (none) to %d", limit, MaxGlobalLimit)
+	}
+	return nil
+}
+
+// checkQueueName checks the name of a queue whose settings change: 1 to 128
+// bytes (the weir package checks its characters).
+func checkQueueName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("queue is empty")
 	case len(name) > maxQueueNameBytes:
 		return fmt.Errorf("queue name is %d bytes long; the limit is %d", len(name), maxQueueNameBytes)
-	case limit < 0 || limit > MaxGlobalLimit:
-		return fmt.Errorf("global limit %d is out of range: 0 (none) to %d", limit, MaxGlobalLimit)
 	}
 	return nil
 }

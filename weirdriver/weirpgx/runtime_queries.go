@@ -30,8 +30,8 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // with the rest. The job table's own partial index on available jobs is left
 // alone, because under an old snapshot its entries of claimed jobs cannot be
 // cleaned and every claim would walk them (docs/storage.md). The lease token
-// is the function's copy of nextToken. A queue with a global limit (migration
-// 012) or a rate limit (013) is claimed under a lock on its weir_queue row, at
+// is the function's copy of nextToken. A queue with a global limit or a rate
+// limit (migration 012) is claimed under a lock on its weir_queue row, at
 // most the limit less its running jobs and what the rate admits. Returns the
 // claimed jobs' jobColumns in claim order, then, when a limit cut the claim
 // short, a row whose id is NULL, attempted_at the claim's time and

@@ -51,7 +51,7 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 			n = int(max(global.Int64-busy, 0))
 		}
 		// The rate limit, as weirpgx's weir_ready_claim keeps it (migration
-		// 013), in microseconds.
+		// 012), in microseconds.
 		var t float64
 		var burst int
 		if rate.Valid {

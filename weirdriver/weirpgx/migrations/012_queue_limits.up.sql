@@ -1,26 +1,41 @@
 -- weir:compatible
--- A queue's rate limit: at most rate_limit of its jobs started per
--- rate_period_us microseconds across every client, spread evenly
--- (docs/flow-control.md). NULL: no limit. rate_tat is the limiter's state, the
--- generic cell rate algorithm's theoretical arrival time: the time the next
--- start is due if starts came evenly, one every period/limit.
+-- A queue's limits (docs/flow-control.md), NULL when it has none:
 --
--- The claim keeps it, under the same lock on the queue's row as the global
--- limit: it admits k = floor((now - max(tat, now)) / T) + B jobs, where T =
--- period / limit and B, the burst, is 2 + what 10 ms of the rate allows
--- (weirdriver.RateBurst), and moves tat on by T for each job it leased. So in any interval of W by the claims' clock
--- (their now()), at most W/T + B jobs are claimed.
-ALTER TABLE weir_queue ADD COLUMN rate_limit integer,
+-- global_limit: at most that many of its jobs running across every client on
+-- the database. A claim locks the queue's row, so that the limited queue's
+-- claims run one at a time, counts the queue's running jobs on a snapshot
+-- taken after the lock (every earlier claim has committed or rolled back by
+-- then), and claims at most the difference. A job stops counting when it stops
+-- running, by whatever statement: an outcome, a rescue, a cancel. The count
+-- walks the partial index of running jobs (weir_job_running_idx, every
+-- queue's), which costs a limited claim as many index entries as jobs run in
+-- the whole database; an index of running jobs by queue would make it
+-- cheaper, at the price of one more index write at every claim of every queue.
+--
+-- rate_limit per rate_period_us microseconds: at most that many of its jobs
+-- started per period, spread evenly. rate_tat is the limiter's state, the
+-- generic cell rate algorithm's theoretical arrival time: when the next start
+-- is due if starts came evenly, one every T = period/limit. Under the same
+-- lock a claim admits k = floor((now - max(tat, now)) / T) + B jobs, B the
+-- burst, 2 + what 10 ms of the rate allows (weirdriver.RateBurst), and moves
+-- tat on by T for each job it leased. So in any interval of W by the claims'
+-- clock (their now()), at most W/T + B jobs are claimed.
+--
+-- A queue without limits takes no lock and counts nothing.
+ALTER TABLE weir_queue ADD COLUMN global_limit integer,
+    ADD COLUMN rate_limit integer,
     ADD COLUMN rate_period_us bigint,
     ADD COLUMN rate_tat timestamptz,
+    ADD CONSTRAINT weir_queue_global_limit_check CHECK (global_limit BETWEEN 1 AND 1000000),
     ADD CONSTRAINT weir_queue_rate_check CHECK (
         (rate_limit IS NULL AND rate_period_us IS NULL)
         OR (rate_limit BETWEEN 1 AND 1000000 AND rate_period_us BETWEEN 1000 AND 86400000000));
 
--- weir_ready_claim as in migration 012, with the rate limit. When a limit cuts
--- the claim short it returns, after the jobs it leased, one row whose id is
--- NULL, whose attempted_at is the claim's time and, when the rate limit cut
--- it, whose scheduled_at is when the next start is due.
+-- weir_ready_claim as in migration 011, with the limits. When a limit cuts the
+-- claim short it returns, after the jobs it leased, one row whose id is NULL,
+-- whose attempted_at is the claim's time and, when the rate limit cut it,
+-- whose scheduled_at is when the next start is due: the caller learns that
+-- the queue is at a limit, and until when, rather than out of jobs.
 CREATE OR REPLACE FUNCTION weir_ready_claim(q text, n integer, lease_us bigint, client_id text)
     RETURNS SETOF weir_job
     LANGUAGE plpgsql

@@ -1,4 +1,4 @@
--- Reverts 012: weir_ready_claim as migration 011 made it, and no global limit.
+-- Reverts 012: weir_ready_claim as migration 011 made it, and no queue limits.
 CREATE OR REPLACE FUNCTION weir_ready_claim(q text, n integer, lease_us bigint, client_id text)
     RETURNS SETOF weir_job
     LANGUAGE plpgsql
@@ -35,4 +35,5 @@ BEGIN
 END
 $$;
 
-ALTER TABLE weir_queue DROP CONSTRAINT weir_queue_global_limit_check, DROP COLUMN global_limit;
+ALTER TABLE weir_queue DROP CONSTRAINT weir_queue_rate_check, DROP CONSTRAINT weir_queue_global_limit_check,
+    DROP COLUMN rate_tat, DROP COLUMN rate_period_us, DROP COLUMN rate_limit, DROP COLUMN global_limit;

@@ -1,2 +1,0 @@
--- Reverts 008: drops the queue's global limit.
-ALTER TABLE weir_queue DROP COLUMN global_limit;

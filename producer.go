@@ -58,14 +58,14 @@ type producer struct {
 	cfg   QueueConfig
 	wake  chan struct{} // capacity 1: a pending wake-up
 	hints chan struct{} // capacity 1: a pending insert notification
-	// freed (capacity 1) is signalled when an outcome of this queue's jobs is
-	// written; atLimit is set while the last claim was cut short by the
-	// queue's global or rate limit, and then only a written outcome, a
-	// notification or the wait (the rate limit's, or the backoff) claims
-	// again, not a handler's return (its job still holds its slot until its
-	// outcome is written).
-	freed   chan struct{}
-	atLimit atomic.Bool
+	// atLimit is set while the last claim was cut short by the queue's global
+	// or rate limit: then only a notification or the wait (the rate limit's,
+	// or the backoff) claims again, not a handler's return (its job still
+	// holds its slot until its outcome is written), and, while the global
+	// limit cut it (atSlots), a written outcome of the queue's jobs, which
+	// signals freed (capacity 1).
+	freed            chan struct{}
+	atLimit, atSlots atomic.Bool
 
 	// workers counts the worker goroutines, at most MaxWorkers: one is started
 	// when a job starts and no worker is idle, and it lives until the producer
@@ -147,9 +147,9 @@ func (p *producer) poke() {
 
 // released tells the producer that an outcome of one of its queue's jobs was
 // written: a slot of the queue's global limit, if it has one, is free. It
-// never blocks, and costs nothing unless the queue is at its limit.
+// never blocks, and costs nothing unless the queue is at its global limit.
 func (p *producer) released() {
-	if !p.atLimit.Load() {
+	if !p.atSlots.Load() {
 		return
 	}
 	select {
@@ -210,6 +210,7 @@ func (p *producer) loop(ctx context.Context) {
 		got, more, lim, err := p.fill()
 		lastEmpty = got == 0
 		p.atLimit.Store(lim.Limited)
+		p.atSlots.Store(lim.Limited && lim.Wait == 0)
 		wait := p.pollInterval
 		switch {
 		case err != nil:

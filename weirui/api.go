@@ -556,7 +556,8 @@ func (h *handler) apiQueues(w http.ResponseWriter, r *http.Request) {
 
 // queueAction pauses, resumes or limits the queue the path names. The limit
 // action takes global_limit, from the query or the form: 1 to 1,000,000, or
-// none (or 0) to remove the limit; it returns the limit set.
+// none to remove the limit; it returns the limit set. The rate action takes
+// rate_limit: N/PERIOD (50/1s), or none.
 func (h *handler) queueAction(r *http.Request) (name, action string, limit int, err error) {
 	name, action = r.PathValue("name"), r.PathValue("action")
 	switch action {
@@ -569,8 +570,29 @@ func (h *handler) queueAction(r *http.Request) (name, action string, limit int, 
 			return name, action, 0, err
 		}
 		return name, action, limit, h.client.QueueSetGlobalLimit(r.Context(), name, limit)
+	case "rate":
+		rate, err := parseRateLimit(r.FormValue("rate_limit"))
+		if err != nil {
+			return name, action, 0, err
+		}
+		return name, action, 0, h.client.QueueSetRateLimit(r.Context(), name, rate)
 	}
-	return name, action, 0, badParamf("action", "queue action %q is not pause, resume or limit", action)
+	return name, action, 0, badParamf("action", "queue action %q is not pause, resume, limit or rate", action)
+}
+
+// parseRateLimit reads the rate action's rate_limit.
+func parseRateLimit(v string) (weir.RateLimit, error) {
+	v = strings.TrimSpace(v)
+	if v == "none" {
+		return weir.RateLimit{}, nil
+	}
+	n, per, ok := strings.Cut(v, "/")
+	limit, err := strconv.Atoi(n)
+	period, perr := time.ParseDuration(per)
+	if !ok || err != nil || perr != nil || limit < 1 || limit > 1_000_000 || period < time.Millisecond || period > 24*time.Hour || period%time.Microsecond != 0 {
+		return weir.RateLimit{}, badParamf("rate_limit", "rate_limit %q is not N/PERIOD with N from 1 to 1000000 and PERIOD from 1ms to 24h (such as 50/1s), nor none", v)
+	}
+	return weir.RateLimit{Limit: limit, Period: period}, nil
 }
 
 // parseGlobalLimit reads the limit action's global_limit.
@@ -595,12 +617,21 @@ func (h *handler) apiQueueAction(w http.ResponseWriter, r *http.Request) {
 		h.apiFail(w, r, err)
 		return
 	}
-	if action == "limit" {
+	switch action {
+	case "limit":
 		var out *int
 		if limit > 0 {
 			out = &limit
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"name": name, "global_limit": out})
+		return
+	case "rate":
+		rate, _ := parseRateLimit(r.FormValue("rate_limit")) // parsed once already
+		var out *rateJSON
+		if rate.Limit > 0 {
+			out = &rateJSON{Limit: rate.Limit, Period: rate.Period.String()}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"name": name, "rate_limit": out})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"name": name, "paused": action == "pause"})

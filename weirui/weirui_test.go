@@ -297,7 +297,7 @@ func TestViewerCannotMutate(t *testing.T) {
 	for name, c := range map[string]cred{"token": bearer(viewerToken), "user": basic("vera", viewerPassword)} {
 		form := url.Values{"csrf": {e.csrf(t, c)}}
 		for _, path := range []string{"/api/v1/jobs/" + id + "/cancel", "/api/v1/jobs/" + id + "/delete", "/jobs/" + id + "/cancel",
-			"/jobs/" + id + "/delete", "/api/v1/queues/mail/pause", "/queues/mail/pause", "/api/v1/queues/mail/limit", "/periodic/p/trigger",
+			"/jobs/" + id + "/delete", "/api/v1/queues/mail/pause", "/queues/mail/pause", "/api/v1/queues/mail/limit", "/api/v1/queues/mail/rate", "/periodic/p/trigger",
 			"/api/v1/jobs/bulk/cancel?queue=mail", "/jobs/bulk/delete?queue=mail"} {
 			r := e.do(t, "POST", path, form, c)
 			if r.status != http.StatusForbidden {
@@ -451,6 +451,23 @@ func TestOperatorMutates(t *testing.T) {
 	}
 	if got := limitOf(); got != "none" {
 		t.Errorf("limit after none: %s", got)
+	}
+	// A rate limit, by the API.
+	if r := e.do(t, "POST", "/api/v1/queues/mail/rate?rate_limit=50/1s", nil, bearer(operatorToken)); r.status != 200 ||
+		!strings.Contains(r.body, `"limit": 50`) || !strings.Contains(r.body, `"period": "1s"`) {
+		t.Errorf("rate by the API: %d %s", r.status, r.body)
+	}
+	for _, bad := range []string{"50", "0/1s", "50/0s", "50/25h", "x/1s", ""} {
+		r := e.do(t, "POST", "/api/v1/queues/mail/rate?rate_limit="+url.QueryEscape(bad), nil, bearer(operatorToken))
+		if r.status != 400 || !strings.Contains(r.body, `"parameter": "rate_limit"`) {
+			t.Errorf("rate %q: %d %s", bad, r.status, r.body)
+		}
+	}
+	if r := e.do(t, "GET", "/api/v1/queues", nil, otto); !strings.Contains(r.body, `"rate_limit": {`) {
+		t.Errorf("queues after a refused rate change: %s", r.body)
+	}
+	if r := e.do(t, "POST", "/api/v1/queues/mail/rate?rate_limit=none", nil, bearer(operatorToken)); r.status != 200 || !strings.Contains(r.body, `"rate_limit": null`) {
+		t.Errorf("rate removed by the API: %d %s", r.status, r.body)
 	}
 	// Schedules: none is registered.
 	if r := e.do(t, "POST", "/api/v1/periodic/nightly/trigger", nil, bearer(operatorToken)); r.status != 404 {

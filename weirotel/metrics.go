@@ -54,8 +54,9 @@ const queueListTimeout = 5 * time.Second
 
 // Observe registers the observable instruments read from c at each
 // collection: its counters (Stats) and, only while c leads, the queues' depth
-// and oldest available job's age, read with one QueueList statement, so that
-// of N processes only one queries. A Telemetry observes one client at a time;
+// and oldest available job's age, read with QueueListEstimated, so that of N
+// processes only one queries, and a large table is not counted whole at every
+// collection. A Telemetry observes one client at a time;
 // unregister ends it.
 func (t *Telemetry) Observe(c *weir.Client) (unregister func() error, err error) {
 	if c == nil {
@@ -103,7 +104,7 @@ func (t *Telemetry) observeQueues(ctx context.Context, c *weir.Client, o metric.
 	}
 	ctx, cancel := context.WithTimeout(ctx, queueListTimeout)
 	defer cancel()
-	queues, err := c.QueueList(ctx)
+	queues, err := c.QueueListEstimated(ctx)
 	if err != nil {
 		return fmt.Errorf("weirotel: reading the queues: %w", err)
 	}

@@ -112,6 +112,7 @@ func main() {
 			fail(fmt.Errorf("--start-postgres: %w", err))
 		}
 		defer c.Stop() //nolint:errcheck // the benchmark's result is what matters
+		atExit = append(atExit, func() { _ = c.Stop() })
 		o.DatabaseURL = c.URL()
 	}
 	o.Title = "weir (working tree) vs River " + riverVersion()
@@ -160,8 +161,15 @@ func write(rep *weirbench.Report, jsonPath, plotPath, seriesPath string) {
 	}
 }
 
+// atExit is what fail runs before it exits, last first, since os.Exit runs
+// no deferred call: the throwaway cluster's stop.
+var atExit []func()
+
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "compare:", err)
+	for i := len(atExit) - 1; i >= 0; i-- {
+		atExit[i]()
+	}
 	os.Exit(1)
 }
 

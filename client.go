@@ -150,6 +150,39 @@ func (r RateLimit) String() string {
 	return strconv.Itoa(r.Limit) + "/" + fmtDuration(r.Period)
 }
 
+// ParseRateLimit reads a rate limit as String writes it: "none" (the zero
+// RateLimit), or N/PERIOD with N 1 to 1,000,000 and PERIOD a Go duration from
+// 1 ms to 24 h in whole microseconds ("50/1s"). Its error quotes s and says
+// what is wrong.
+func ParseRateLimit(s string) (RateLimit, error) {
+	if s == "none" {
+		return RateLimit{}, nil
+	}
+	n, per, ok := strings.Cut(s, "/")
+	limit, err := strconv.Atoi(n)
+	if !ok || err != nil || limit < 1 || limit > weirdriver.MaxRateLimit {
+		return RateLimit{}, fmt.Errorf("%q is not N/PERIOD with N from 1 to %d (such as 50/1s), nor none", s, weirdriver.MaxRateLimit)
+	}
+	period, err := time.ParseDuration(per)
+	if err != nil || period < weirdriver.MinRatePeriod || period > weirdriver.MaxRatePeriod || period%time.Microsecond != 0 {
+		return RateLimit{}, fmt.Errorf("%q: the period is not a duration from 1ms to 24h (such as 1s or 1m)", s)
+	}
+	return RateLimit{Limit: limit, Period: period}, nil
+}
+
+// ParseGlobalLimit reads a global limit as weir queues and the dashboard take
+// it: "none" (0), or a number from 1 to 1,000,000. Its error quotes s.
+func ParseGlobalLimit(s string) (int, error) {
+	if s == "none" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > weirdriver.MaxGlobalLimit {
+		return 0, fmt.Errorf("%q is not a number from 1 to %d, nor none", s, weirdriver.MaxGlobalLimit)
+	}
+	return n, nil
+}
+
 // Runtime defaults.
 const (
 	DefaultLeaseDuration      = 30 * time.Second

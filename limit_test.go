@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
@@ -58,12 +57,7 @@ func (b *bundle) startOwnPool(t *testing.T, cfg *weir.Config) *weir.Client {
 // limited queue until it is killed.
 func limitChildMain() int {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv(childURLEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: os.Getenv(childSchemaEnv)})
+	_, driver, err := childDriver()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

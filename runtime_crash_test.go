@@ -55,16 +55,22 @@ func crashConfig(workers *weir.Workers) *weir.Config {
 	return cfg
 }
 
+// childDriver connects a child process to the URL and schema its parent put
+// in the environment.
+func childDriver() (*pgxpool.Pool, *weirpgx.Driver, error) {
+	pool, err := pgxpool.New(context.Background(), os.Getenv(childURLEnv))
+	if err != nil {
+		return nil, nil, err
+	}
+	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: os.Getenv(childSchemaEnv)})
+	return pool, driver, err
+}
+
 // childMain is the worker process: it works the queue until it is killed.
 func childMain() int {
 	ctx := context.Background()
 	schema := os.Getenv(childSchemaEnv)
-	pool, err := pgxpool.New(ctx, os.Getenv(childURLEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	driver, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
+	pool, driver, err := childDriver()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -554,87 +554,77 @@ func (h *handler) apiQueues(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
 }
 
-// queueAction pauses, resumes or limits the queue the path names. The limit
-// action takes global_limit, from the query or the form: 1 to 1,000,000, or
-// none to remove the limit; it returns the limit set. The rate action takes
-// rate_limit: N/PERIOD (50/1s), or none.
-func (h *handler) queueAction(r *http.Request) (name, action string, limit int, err error) {
-	name, action = r.PathValue("name"), r.PathValue("action")
+// queueAction pauses, resumes or limits the queue the path names, and
+// returns the API's answer. The limit action takes global_limit, from the
+// query or the form: 1 to 1,000,000, or none to remove the limit. The rate
+// action takes rate_limit: N/PERIOD (50/1s), or none.
+func (h *handler) queueAction(r *http.Request) (map[string]any, error) {
+	name, action := r.PathValue("name"), r.PathValue("action")
+	answer := map[string]any{"name": name}
+	var err error
 	switch action {
-	case "pause":
-		return name, action, 0, h.client.QueuePause(r.Context(), name)
-	case "resume":
-		return name, action, 0, h.client.QueueResume(r.Context(), name)
+	case "pause", "resume":
+		if action == "pause" {
+			err = h.client.QueuePause(r.Context(), name)
+		} else {
+			err = h.client.QueueResume(r.Context(), name)
+		}
+		answer["paused"] = action == "pause"
 	case "limit":
-		if limit, err = parseGlobalLimit(r.FormValue("global_limit")); err != nil {
-			return name, action, 0, err
+		var limit int
+		if limit, err = parseGlobalLimit(r.FormValue("global_limit")); err == nil {
+			err = h.client.QueueSetGlobalLimit(r.Context(), name, limit)
 		}
-		return name, action, limit, h.client.QueueSetGlobalLimit(r.Context(), name, limit)
+		var out *int
+		if limit > 0 {
+			out = &limit
+		}
+		answer["global_limit"] = out
 	case "rate":
-		rate, err := parseRateLimit(r.FormValue("rate_limit"))
-		if err != nil {
-			return name, action, 0, err
+		var rate weir.RateLimit
+		if rate, err = parseRateLimit(r.FormValue("rate_limit")); err == nil {
+			err = h.client.QueueSetRateLimit(r.Context(), name, rate)
 		}
-		return name, action, 0, h.client.QueueSetRateLimit(r.Context(), name, rate)
+		var out *rateJSON
+		if rate.Limit > 0 {
+			out = &rateJSON{Limit: rate.Limit, Period: rate.Period.String()}
+		}
+		answer["rate_limit"] = out
+	default:
+		err = badParamf("action", "queue action %q is not pause, resume, limit or rate", action)
 	}
-	return name, action, 0, badParamf("action", "queue action %q is not pause, resume, limit or rate", action)
+	return answer, err
 }
 
 // parseRateLimit reads the rate action's rate_limit.
 func parseRateLimit(v string) (weir.RateLimit, error) {
-	v = strings.TrimSpace(v)
-	if v == "none" {
-		return weir.RateLimit{}, nil
+	r, err := weir.ParseRateLimit(strings.TrimSpace(v))
+	if err != nil {
+		return r, badParamf("rate_limit", "rate_limit %v", err)
 	}
-	n, per, ok := strings.Cut(v, "/")
-	limit, err := strconv.Atoi(n)
-	period, perr := time.ParseDuration(per)
-	if !ok || err != nil || perr != nil || limit < 1 || limit > 1_000_000 || period < time.Millisecond || period > 24*time.Hour || period%time.Microsecond != 0 {
-		return weir.RateLimit{}, badParamf("rate_limit", "rate_limit %q is not N/PERIOD with N from 1 to 1000000 and PERIOD from 1ms to 24h (such as 50/1s), nor none", v)
-	}
-	return weir.RateLimit{Limit: limit, Period: period}, nil
+	return r, nil
 }
 
 // parseGlobalLimit reads the limit action's global_limit.
 func parseGlobalLimit(v string) (int, error) {
 	v = strings.TrimSpace(v)
-	switch v {
-	case "":
+	if v == "" {
 		return 0, badParamf("global_limit", "global_limit is required: a number from 1 to 1000000, or none")
-	case "none":
-		return 0, nil
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 1_000_000 {
-		return 0, badParamf("global_limit", "global_limit %q is not a number from 1 to 1000000, nor none", v)
+	n, err := weir.ParseGlobalLimit(v)
+	if err != nil {
+		return 0, badParamf("global_limit", "global_limit %v", err)
 	}
 	return n, nil
 }
 
 func (h *handler) apiQueueAction(w http.ResponseWriter, r *http.Request) {
-	name, action, limit, err := h.queueAction(r)
+	answer, err := h.queueAction(r)
 	if err != nil {
 		h.apiFail(w, r, err)
 		return
 	}
-	switch action {
-	case "limit":
-		var out *int
-		if limit > 0 {
-			out = &limit
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"name": name, "global_limit": out})
-		return
-	case "rate":
-		rate, _ := parseRateLimit(r.FormValue("rate_limit")) // parsed once already
-		var out *rateJSON
-		if rate.Limit > 0 {
-			out = &rateJSON{Limit: rate.Limit, Period: rate.Period.String()}
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"name": name, "rate_limit": out})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": name, "paused": action == "pause"})
+	writeJSON(w, http.StatusOK, answer)
 }
 
 func (h *handler) apiPeriodic(w http.ResponseWriter, r *http.Request) {

@@ -365,7 +365,7 @@ func (h *handler) pageQueues(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) pageQueueAction(w http.ResponseWriter, r *http.Request) {
-	if _, _, _, err := h.queueAction(r); err != nil {
+	if _, err := h.queueAction(r); err != nil {
 		h.pageFail(w, r, err)
 		return
 	}

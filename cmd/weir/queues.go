@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/weirdriver"
@@ -182,12 +181,9 @@ func parseGlobalLimit(fs *flag.FlagSet, v string) (int, error) {
 	if v == "" {
 		return 0, usagef("%s: --global-limit is required: a number from 1 to %d, or none (run `%s -h`)", cmdName(fs), weirdriver.MaxGlobalLimit, fs.Name())
 	}
-	if v == "none" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > weirdriver.MaxGlobalLimit {
-		return 0, usagef("%s: --global-limit %q is not a number from 1 to %d, nor none", cmdName(fs), termSafe(v), weirdriver.MaxGlobalLimit)
+	n, err := weir.ParseGlobalLimit(v)
+	if err != nil {
+		return 0, usagef("%s: --global-limit %s", cmdName(fs), termSafe(err.Error()))
 	}
 	return n, nil
 }
@@ -195,19 +191,11 @@ func parseGlobalLimit(fs *flag.FlagSet, v string) (int, error) {
 // parseRate reads --rate: "none", or N/PERIOD with N 1 to 1,000,000 and
 // PERIOD a Go duration from 1ms to 24h.
 func parseRate(fs *flag.FlagSet, v string) (weir.RateLimit, error) {
-	if v == "none" {
-		return weir.RateLimit{}, nil
+	r, err := weir.ParseRateLimit(v)
+	if err != nil {
+		return r, usagef("%s: --rate %s", cmdName(fs), termSafe(err.Error()))
 	}
-	n, per, ok := strings.Cut(v, "/")
-	limit, err := strconv.Atoi(n)
-	if !ok || err != nil || limit < 1 || limit > weirdriver.MaxRateLimit {
-		return weir.RateLimit{}, usagef("%s: --rate %q is not N/PERIOD with N from 1 to %d (such as 50/1s), nor none", cmdName(fs), termSafe(v), weirdriver.MaxRateLimit)
-	}
-	period, err := time.ParseDuration(per)
-	if err != nil || period < weirdriver.MinRatePeriod || period > weirdriver.MaxRatePeriod || period%time.Microsecond != 0 {
-		return weir.RateLimit{}, usagef("%s: --rate %q: the period is not a duration from 1ms to 24h (such as 1s or 1m)", cmdName(fs), termSafe(v))
-	}
-	return weir.RateLimit{Limit: limit, Period: period}, nil
+	return r, nil
 }
 
 // queueKnown reports whether the queue has jobs or a row of its own, so that

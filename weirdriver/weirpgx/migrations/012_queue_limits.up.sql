@@ -49,6 +49,7 @@ AS $$
 DECLARE
     lim integer;
     rate integer;
+    paused boolean;
     period_us bigint;
     tat timestamptz;
     t_us double precision;
@@ -60,11 +61,17 @@ DECLARE
     rate_capped boolean := false;
     marker weir_job;
 BEGIN
-    SELECT p.global_limit, p.rate_limit INTO lim, rate FROM weir_queue p WHERE p.name = q;
+    -- The queue's settings, read once: a paused queue gives nothing.
+    SELECT p.global_limit, p.rate_limit, p.paused_at IS NOT NULL INTO lim, rate, paused
+    FROM weir_queue p WHERE p.name = q;
     IF lim IS NOT NULL OR rate IS NOT NULL THEN
-        -- Read again under the lock: the limits may have changed meanwhile.
-        SELECT p.global_limit, p.rate_limit, p.rate_period_us, p.rate_tat INTO lim, rate, period_us, tat
+        -- Read again under the lock: the settings may have changed meanwhile.
+        SELECT p.global_limit, p.rate_limit, p.rate_period_us, p.rate_tat, p.paused_at IS NOT NULL
+        INTO lim, rate, period_us, tat, paused
         FROM weir_queue p WHERE p.name = q FOR NO KEY UPDATE;
+    END IF;
+    IF paused THEN
+        RETURN;
     END IF;
     IF lim IS NOT NULL THEN
         SELECT count(*) INTO busy FROM weir_job j WHERE j.queue = q AND j.state = 'running';
@@ -89,7 +96,6 @@ BEGIN
         WITH picked AS (
             SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id FROM weir_ready r
             WHERE r.queue = q AND r.scheduled_at <= now()
-                AND NOT EXISTS (SELECT 1 FROM weir_queue p WHERE p.name = q AND p.paused_at IS NOT NULL)
             ORDER BY r.priority, r.scheduled_at, r.job_id
             LIMIT n
             FOR UPDATE OF r SKIP LOCKED

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver"

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -230,6 +231,65 @@ func CheckGlobalLimit(name string, limit int) error {
 	}
 	if limit < 0 || limit > MaxGlobalLimit {
 		return fmt.Errorf("global limit %d is out of range: 0 (none) to %d", limit, MaxGlobalLimit)
+	}
+	return nil
+}
+
+// MaxKeyLimit is the largest limit per key of a queue; a key's path has at
+// most MaxKeyDepth fields of 1 to 64 bytes each.
+const (
+	MaxKeyLimit = 1_000_000
+	MaxKeyDepth = 8
+)
+
+// ParseKey splits a key limit's key, "args.customer_id" or
+// "metadata.tenant.id", into its source ("args" or "metadata") and the path of
+// fields under it: 1 to MaxKeyDepth fields of 1 to 64 bytes of letters,
+// digits, '_' and '-' each.
+func ParseKey(key string) (source string, path []string, err error) {
+	parts := strings.Split(key, ".")
+	if parts[0] != "args" && parts[0] != "metadata" {
+		return "", nil, fmt.Errorf("key %q does not start with args. or metadata.", key)
+	}
+	path = parts[1:]
+	if len(path) == 0 || len(path) > MaxKeyDepth {
+		return "", nil, fmt.Errorf("key %q names %d fields under %s: 1 to %d", key, len(path), parts[0], MaxKeyDepth)
+	}
+	for _, f := range path {
+		if !keyField(f) {
+			return "", nil, fmt.Errorf("key %q has a field %q outside 1 to 64 bytes of letters, digits, '_' and '-'", key, f)
+		}
+	}
+	return parts[0], path, nil
+}
+
+// keyField reports whether f is a valid field of a key's path.
+func keyField(f string) bool {
+	if len(f) == 0 || len(f) > 64 {
+		return false
+	}
+	for _, c := range []byte(f) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckKeyLimit checks a queue's new limit per key: limit 0 (none, key
+// ignored) or 1 to MaxKeyLimit with a key ParseKey accepts, for a queue name
+// of 1 to 128 bytes.
+func CheckKeyLimit(name, key string, limit int) error {
+	if err := checkQueueName(name); err != nil {
+		return err
+	}
+	if limit < 0 || limit > MaxKeyLimit {
+		return fmt.Errorf("key limit %d is out of range: 0 (none) to %d", limit, MaxKeyLimit)
+	}
+	if limit > 0 {
+		if _, _, err := ParseKey(key); err != nil {
+			return err
+		}
 	}
 	return nil
 }

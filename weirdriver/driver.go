@@ -222,6 +222,11 @@ type Executor interface {
 	// across every client (limit 1 to MaxRateLimit, period CheckRateLimit's
 	// range), spread evenly, or removes the limit (limit 0, period ignored).
 	QueueSetRateLimit(ctx context.Context, name string, limit int, period time.Duration) error
+	// QueueSetKeyLimit sets the most jobs of a queue with the same key that
+	// may run at once across every client (limit 1 to MaxKeyLimit), a job's
+	// key being the value of the field key names (ParseKey) as text, or
+	// removes the limit (limit 0, key ignored).
+	QueueSetKeyLimit(ctx context.Context, name, key string, limit int) error
 
 	// The worker runtime's statements. Every write about a running job is fenced:
 	// it applies only while the job is running under the given lease token, and a
@@ -234,7 +239,9 @@ type Executor interface {
 	// (QueueSetRateLimit) is claimed from one claim at a time: a claim leases
 	// at most the global limit less the queue's running jobs, counted after
 	// every earlier claim of the queue ended, and no more than the rate
-	// limit admits. The ClaimLimit says whether a limit cut this claim short,
+	// limit admits; with a limit per key (QueueSetKeyLimit), at most that
+	// limit less the running jobs of the key, for each key. The ClaimLimit
+	// says whether a limit cut this claim short,
 	// so that the queue may hold more due jobs than were returned.
 	JobClaim(ctx context.Context, params *JobClaimParams) ([]*weirtype.JobRow, ClaimLimit, error)
 	// JobClaimID leases job params.ID if it is scheduled, available or retryable,
@@ -438,6 +445,10 @@ type QueueStats struct {
 	// none.
 	RateLimit  int
 	RatePeriod time.Duration
+	// KeyLimit is the queue's limit per key, 0 when it has none, and Key
+	// the field that keys it.
+	KeyLimit int
+	Key      string
 	// Estimated marks the states whose count is an estimate
 	// (Executor.QueueListEstimated); the other counts are exact. Nil when
 	// every count is exact.

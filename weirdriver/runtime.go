@@ -24,8 +24,8 @@ type JobClaimParams struct {
 // ClaimLimit says whether a queue's limits cut a claim short. The zero value:
 // they did not (or the queue has none).
 type ClaimLimit struct {
-	// Limited is set when the queue's global limit or rate limit let the
-	// claim lease fewer jobs than it asked for.
+	// Limited is set when the queue's global limit, rate limit or limit per
+	// key let the claim lease fewer jobs than it asked for.
 	Limited bool
 	// Wait, when positive, is how long from the claim until the rate limit
 	// admits the next job.

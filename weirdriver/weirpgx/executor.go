@@ -303,6 +303,26 @@ func (e *executor) QueueSetRateLimit(ctx context.Context, name string, limit int
 	return nil
 }
 
+func (e *executor) QueueSetKeyLimit(ctx context.Context, name, key string, limit int) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckKeyLimit(name, key, limit); err != nil {
+		return fmt.Errorf("set key limit of queue %s: %w", name, err)
+	}
+	var (
+		lim    *int
+		source *string
+		path   []string
+	)
+	if limit > 0 {
+		src, p, _ := weirdriver.ParseKey(key) // checked
+		lim, source, path = &limit, &src, p
+	}
+	if _, err := e.db.Exec(ctx, e.q.queueSetKey, name, lim, source, path, e.q.insertChannel); err != nil {
+		return fmt.Errorf("set key limit of queue %s: %w", name, err)
+	}
+	return nil
+}
+
 // listQuery builds the listing statement for p; the schema is fixed at construction.
 func listQuery(q *queries, p *weirdriver.JobListParams) (string, []any) {
 	var (

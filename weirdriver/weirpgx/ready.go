@@ -109,11 +109,12 @@ WHERE s.schemaname = $1 AND s.relname LIKE 'weir\_ready\_%'
 ORDER BY s.relname`
 
 // readyMoveSQL copies the rows of segment {segment} whose job is available
-// under the same key to segment $1. The CASE keeps the planner off the job
+// under the same claim order to segment $1, with their key hint (of two rows
+// of one job that differ only in it, either). The CASE keeps the planner off the job
 // table's partial index of available jobs (see jobClaimSQL).
 const readyMoveSQL = `
-INSERT INTO {ready} (seg, queue, priority, scheduled_at, job_id)
-SELECT DISTINCT $1::smallint, r.queue, r.priority, r.scheduled_at, r.job_id
+INSERT INTO {ready} (seg, queue, priority, scheduled_at, job_id, key)
+SELECT DISTINCT ON (r.job_id, r.queue, r.priority, r.scheduled_at) $1::smallint, r.queue, r.priority, r.scheduled_at, r.job_id, r.key
 FROM {segment} r JOIN {job} j ON j.id = r.job_id
 WHERE CASE WHEN j.state = 'available' AND j.queue = r.queue AND j.priority = r.priority
 	AND j.scheduled_at = r.scheduled_at THEN true ELSE false END`
@@ -123,8 +124,10 @@ WHERE CASE WHEN j.state = 'available' AND j.queue = r.queue AND j.priority = r.p
 // disabled, a replica applying changes). It reads the job table's index of
 // available jobs, so it runs at the start of a term, not at every compaction.
 const readyRepairSQL = `
-INSERT INTO {ready} (seg, queue, priority, scheduled_at, job_id)
-SELECT {schema}.weir_ready_seg(), j.queue, j.priority, j.scheduled_at, j.id
+INSERT INTO {ready} (seg, queue, priority, scheduled_at, job_id, key)
+SELECT {schema}.weir_ready_seg(), j.queue, j.priority, j.scheduled_at, j.id,
+	(SELECT {schema}.weir_job_key(p.key_source, p.key_path, j.args, j.metadata) FROM {queue} p
+	WHERE p.name = j.queue AND p.key_limit IS NOT NULL)
 FROM {job} j
 WHERE j.state = 'available' AND NOT EXISTS (SELECT 1 FROM {ready} r
 	WHERE r.queue = j.queue AND r.priority = j.priority AND r.scheduled_at = j.scheduled_at AND r.job_id = j.id)`

@@ -521,13 +521,16 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 			limit    int
 			rate     int
 			periodUS int64
+			keyLimit int
+			key      string
 		)
-		if err := rows.Scan(&queue, &state, &n, &oldest, &paused, &limit, &rate, &periodUS); err != nil {
+		if err := rows.Scan(&queue, &state, &n, &oldest, &paused, &limit, &rate, &periodUS, &keyLimit, &key); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
 			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused,
-				GlobalLimit: limit, RateLimit: rate, RatePeriod: time.Duration(periodUS) * time.Microsecond})
+				GlobalLimit: limit, RateLimit: rate, RatePeriod: time.Duration(periodUS) * time.Microsecond,
+				KeyLimit: keyLimit, Key: key})
 		}
 		if state.Valid {
 			out[len(out)-1].Counts[weirtype.JobState(state.String)] = n
@@ -617,6 +620,28 @@ func (e *executor) QueueSetRateLimit(ctx context.Context, name string, limit int
 	})
 	if err != nil {
 		return fmt.Errorf("set rate limit of queue %s: %w", name, err)
+	}
+	return nil
+}
+
+func (e *executor) QueueSetKeyLimit(ctx context.Context, name, key string, limit int) (err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckKeyLimit(name, key, limit); err != nil {
+		return fmt.Errorf("set key limit of queue %s: %w", name, err)
+	}
+	var lim, k any
+	if limit > 0 {
+		lim, k = limit, key
+	}
+	err = e.write(ctx, func(w *write) error {
+		if _, err := w.q.ExecContext(ctx, queueSetKeyLimit, name, lim, k, w.now); err != nil {
+			return err
+		}
+		w.notify(insertChannel, name) // wake the queue's workers
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set key limit of queue %s: %w", name, err)
 	}
 	return nil
 }

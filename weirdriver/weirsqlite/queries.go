@@ -83,12 +83,14 @@ RETURNING {cols}`)
 	// Queues with jobs, by state, plus paused queues without jobs (state NULL).
 	queueList = `WITH counts AS (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM weir_job GROUP BY queue, state),
 settings AS (SELECT name, paused_at IS NOT NULL AS paused, coalesce(global_limit, 0) AS lim,
-	coalesce(rate_limit, 0) AS rate, coalesce(rate_period_us, 0) AS period FROM weir_queue
-	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL OR rate_limit IS NOT NULL)
-SELECT c.queue, c.state, c.n, c.oldest, coalesce(s.paused, 0), coalesce(s.lim, 0), coalesce(s.rate, 0), coalesce(s.period, 0)
+	coalesce(rate_limit, 0) AS rate, coalesce(rate_period_us, 0) AS period,
+	coalesce(key_limit, 0) AS key_lim, coalesce(limit_key, '') AS key FROM weir_queue
+	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL OR rate_limit IS NOT NULL OR key_limit IS NOT NULL)
+SELECT c.queue, c.state, c.n, c.oldest, coalesce(s.paused, 0), coalesce(s.lim, 0), coalesce(s.rate, 0), coalesce(s.period, 0),
+	coalesce(s.key_lim, 0), coalesce(s.key, '')
 FROM counts c LEFT JOIN settings s ON s.name = c.queue
 UNION ALL
-SELECT name, NULL, 0, NULL, paused, lim, rate, period FROM settings WHERE name NOT IN (SELECT queue FROM counts)
+SELECT name, NULL, 0, NULL, paused, lim, rate, period, key_lim, key FROM settings WHERE name NOT IN (SELECT queue FROM counts)
 ORDER BY 1, 2`
 	// ?1 name, ?2 now.
 	queuePause = `INSERT INTO weir_queue (name, paused_at, updated_at) VALUES (?1, ?2, ?2)
@@ -105,12 +107,28 @@ ON CONFLICT (name) DO UPDATE SET global_limit = excluded.global_limit, updated_a
 	queueSetRateLimit = `INSERT INTO weir_queue (name, rate_limit, rate_period_us, updated_at) VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (name) DO UPDATE SET rate_limit = excluded.rate_limit, rate_period_us = excluded.rate_period_us,
 	updated_at = excluded.updated_at`
+	// ?1 name, ?2 limit (NULL: none), ?3 key, ?4 now.
+	queueSetKeyLimit = `INSERT INTO weir_queue (name, key_limit, limit_key, updated_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (name) DO UPDATE SET key_limit = excluded.key_limit, limit_key = excluded.limit_key,
+	updated_at = excluded.updated_at`
 	// ?1 name: the queue's limits (none: no row, or NULLs), and, with a
 	// global limit, its running jobs.
 	queueLimits = `SELECT global_limit,
 	CASE WHEN global_limit IS NULL THEN 0 ELSE (SELECT count(*) FROM weir_job WHERE queue = ?1 AND state = 'running') END,
-	rate_limit, rate_period_us, rate_tat
-FROM weir_queue WHERE name = ?1 AND (global_limit IS NOT NULL OR rate_limit IS NOT NULL)`
+	rate_limit, rate_period_us, rate_tat, key_limit, limit_key
+FROM weir_queue WHERE name = ?1 AND (global_limit IS NOT NULL OR rate_limit IS NOT NULL OR key_limit IS NOT NULL)`
+	// A job's key under a key limit: the value, as text, of the field at
+	// JSON path ?2 of its args (?3 'args') or metadata, '' when missing or
+	// null.
+	jobKeyExpr = `coalesce(CAST(json_extract(CASE ?3 WHEN 'args' THEN args ELSE metadata END, ?2) AS TEXT), '')`
+	// ?1 queue, ?2 path, ?3 source: the queue's running jobs by key.
+	queueRunningKeys = `SELECT ` + jobKeyExpr + `, count(*) FROM weir_job WHERE queue = ?1 AND state = 'running' GROUP BY 1`
+	// ?1 queue, ?2 path, ?3 source, ?4 now: the queue's due jobs in claim
+	// order with their keys, unless it is paused (as jobClaim).
+	queueDueKeys = `SELECT id, ` + jobKeyExpr + ` FROM weir_job
+WHERE state = 'available' AND queue = ?1 AND +scheduled_at <= ?4
+	AND NOT EXISTS (SELECT 1 FROM weir_queue WHERE name = ?1 AND paused_at IS NOT NULL)
+ORDER BY priority, scheduled_at, id`
 	// ?1 name, ?2 the rate limiter's state.
 	queueSetRateTAT = `UPDATE weir_queue SET rate_tat = ?2 WHERE name = ?1`
 )
@@ -139,6 +157,18 @@ WHERE id IN (
 		AND NOT EXISTS (SELECT 1 FROM weir_queue WHERE name = ?1 AND paused_at IS NOT NULL)
 	ORDER BY priority, scheduled_at, id
 	LIMIT ?2)
+RETURNING {cols}`)
+
+	// Claim the jobs of the JSON array ?1 still available, as jobClaim does.
+	// ?2 now, ?3 lease µs, ?4 client id.
+	jobClaimIDs = fill(`UPDATE weir_job SET
+	state = 'running',
+	attempt = attempt + 1,
+	lease_token = lease_token + 1,
+	lease_expires_at = ?2 + ?3,
+	attempted_at = ?2,
+	attempted_by = ?4
+WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'
 RETURNING {cols}`)
 
 	// Claim one job, as jobClaim does, if it is scheduled, available or

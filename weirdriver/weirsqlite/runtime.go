@@ -37,10 +37,11 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 		// are until this claim commits, and the rate limiter's state is ours.
 		n := p.Max
 		var (
-			global, rate, periodUS, tat sql.NullInt64
-			busy                        int64
+			global, rate, periodUS, tat, keyLimit sql.NullInt64
+			key                                   sql.NullString
+			busy                                  int64
 		)
-		err := w.q.QueryRowContext(ctx, queueLimits, p.Queue).Scan(&global, &busy, &rate, &periodUS, &tat)
+		err := w.q.QueryRowContext(ctx, queueLimits, p.Queue).Scan(&global, &busy, &rate, &periodUS, &tat, &keyLimit, &key)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -63,7 +64,21 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 				n = k
 			}
 		}
-		if n > 0 {
+		switch {
+		case n > 0 && keyLimit.Valid:
+			ids, capped, err := pickByKey(ctx, w, p.Queue, key.String, int(keyLimit.Int64), n)
+			if err != nil {
+				return err
+			}
+			lim.Limited = lim.Limited || capped
+			rows, err := w.q.QueryContext(ctx, jobClaimIDs, ids, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
+			if err != nil {
+				return err
+			}
+			if jobs, err = collectJobs(rows); err != nil {
+				return err
+			}
+		case n > 0:
 			rows, err := w.q.QueryContext(ctx, jobClaim, p.Queue, n, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
 			if err != nil {
 				return err
@@ -93,6 +108,64 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
 	})
 	return jobs, lim, nil
+}
+
+// pickByKey returns, as a JSON array, the ids of at most n due jobs of queue
+// that a limit of keyLimit running jobs per key admits, and whether it
+// passed over jobs whose key had no free slot. It counts the queue's running
+// jobs by key, then walks its due jobs in claim order, taking each while its
+// key has a free slot: in the write transaction, no other claim interleaves.
+// The walk reads as many jobs as come before the n it takes.
+func pickByKey(ctx context.Context, w *write, queue, key string, keyLimit, n int) (ids string, capped bool, err error) {
+	source, path, err := weirdriver.ParseKey(key)
+	if err != nil {
+		return "", false, fmt.Errorf("queue %s has a corrupt limit key: %w", queue, err)
+	}
+	jsonPath := "$"
+	for _, f := range path {
+		jsonPath += `."` + f + `"` // ParseKey admits no quote or backslash
+	}
+	running := map[string]int{}
+	rows, err := w.q.QueryContext(ctx, queueRunningKeys, queue, jsonPath, source)
+	if err != nil {
+		return "", false, err
+	}
+	for rows.Next() {
+		var k string
+		var c int
+		if err := rows.Scan(&k, &c); err != nil {
+			rows.Close()
+			return "", false, err
+		}
+		running[k] = c
+	}
+	if err := rows.Close(); err != nil {
+		return "", false, err
+	}
+	rows, err = w.q.QueryContext(ctx, queueDueKeys, queue, jsonPath, source, w.now)
+	if err != nil {
+		return "", false, err
+	}
+	defer rows.Close()
+	picked := make([]int64, 0, n)
+	for len(picked) < n && rows.Next() {
+		var id int64
+		var k string
+		if err := rows.Scan(&id, &k); err != nil {
+			return "", false, err
+		}
+		if running[k] >= keyLimit {
+			capped = true
+			continue
+		}
+		running[k]++
+		picked = append(picked, id)
+	}
+	if err := rows.Err(); err != nil {
+		return "", false, err
+	}
+	b, err := json.Marshal(picked)
+	return string(b), capped, err
 }
 
 func (e *executor) JobClaimID(ctx context.Context, p *weirdriver.JobClaimIDParams) (_ *weirtype.JobRow, _ bool, err error) {

@@ -1,0 +1,204 @@
+package weirdrivertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
+)
+
+func setKeyLimit(t *testing.T, d weirdriver.Driver, queue, key string, limit int) {
+	t.Helper()
+	if err := d.Executor().QueueSetKeyLimit(ctx(t), queue, key, limit); err != nil {
+		t.Fatalf("set the key limit of %s to %s:%d: %v", queue, key, limit, err)
+	}
+}
+
+// insertKeyed inserts n jobs of queue whose args are args.
+func insertKeyed(t *testing.T, d weirdriver.Driver, queue, args string, n int) {
+	t.Helper()
+	ps := make([]*weirdriver.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = params("k", queue, args)
+	}
+	if _, err := d.Executor().JobInsert(ctx(t), ps); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// byCustomer counts jobs by their args' customer field, as text.
+func byCustomer(t *testing.T, jobs []*weirtype.JobRow) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, j := range jobs {
+		var args struct{ Customer any }
+		if err := json.Unmarshal(j.Args, &args); err != nil {
+			t.Fatal(err)
+		}
+		if args.Customer == nil {
+			out[""]++
+		} else {
+			out[fmt.Sprint(args.Customer)]++
+		}
+	}
+	return out
+}
+
+// testKeyLimit: a claim of a queue limited per key leases, in claim order,
+// only jobs whose key has a free slot, also those behind a long backlog of a
+// key without one; a job without the field counts under the empty key; an
+// outcome frees its key's slot; changing the key re-keys the waiting jobs;
+// removing the limit lets the rest go; QueueList shows it.
+func testKeyLimit(t *testing.T, d weirdriver.Driver) {
+	setKeyLimit(t, d, "keyed", "args.customer", 2)
+	insertKeyed(t, d, "keyed", `{"customer": "a", "region": "eu"}`, 60) // ahead of the rest
+	insertKeyed(t, d, "keyed", `{"customer": 7, "region": "eu"}`, 3)
+	insertKeyed(t, d, "keyed", `{"region": "us"}`, 1)
+
+	got, limited := claimLimited(t, d, "keyed", 10, time.Minute)
+	if want := map[string]int{"a": 2, "7": 2, "": 1}; fmt.Sprint(byCustomer(t, got)) != fmt.Sprint(want) || !limited {
+		t.Fatalf("claim of 10, 2 per customer: %v, limited %v; want %v, true", byCustomer(t, got), limited, want)
+	}
+	if more, limited := claimLimited(t, d, "keyed", 10, time.Minute); len(more) != 0 || !limited {
+		t.Fatalf("claim with every key at its limit: %v, limited %v; want none, true", byCustomer(t, more), limited)
+	}
+	if q := queueStats(t, d, "keyed"); q == nil || q.KeyLimit != 2 || q.Key != "args.customer" {
+		t.Fatalf("queue listed as %+v", q)
+	}
+
+	// An outcome frees a slot of its key only.
+	var a *weirtype.JobRow
+	for _, j := range got {
+		if byCustomer(t, []*weirtype.JobRow{j})["a"] == 1 {
+			a = j
+		}
+	}
+	if applied := finalize(t, d, &weirdriver.JobFinalizeParams{ID: a.ID, LeaseToken: a.LeaseToken, Outcome: weirdriver.OutcomeCompleted}); !applied[0] {
+		t.Fatal("completion did not apply")
+	}
+	if one, limited := claimLimited(t, d, "keyed", 10, time.Minute); fmt.Sprint(byCustomer(t, one)) != "map[a:1]" || !limited {
+		t.Fatalf("claim after an a completed: %v, limited %v; want one a, true", byCustomer(t, one), limited)
+	}
+
+	// Keyed by region instead, at 3 a key: eu has 5 running, us 1.
+	setKeyLimit(t, d, "keyed", "args.region", 3)
+	if none, _ := claimLimited(t, d, "keyed", 10, time.Minute); len(none) != 0 {
+		t.Fatalf("claim keyed by region, eu over its limit and us out of jobs: %d jobs", len(none))
+	}
+	insertKeyed(t, d, "keyed", `{"customer": "a", "region": "us"}`, 5)
+	if us, _ := claimLimited(t, d, "keyed", 10, time.Minute); len(us) != 2 {
+		t.Fatalf("claim keyed by region with us at 1 of 3: %d jobs, want 2", len(us))
+	}
+
+	// A key in the metadata.
+	setKeyLimit(t, d, "keyed-meta", "metadata.tenant.id", 1)
+	for _, tenant := range []string{"x", "x", "y"} {
+		p := params("k", "keyed-meta", `{}`)
+		p.Metadata = json.RawMessage(`{"tenant": {"id": "` + tenant + `"}}`)
+		insertOne(t, d, p)
+	}
+	if meta, _ := claimLimited(t, d, "keyed-meta", 10, time.Minute); len(meta) != 2 {
+		t.Fatalf("claim keyed by metadata.tenant.id, 1 a tenant, tenants x, x, y: %d jobs, want 2", len(meta))
+	}
+
+	// Without the limit the rest go.
+	setKeyLimit(t, d, "keyed", "", 0)
+	rest, limited := claimLimited(t, d, "keyed", 100, time.Minute)
+	if len(rest) != 60+3+1+5-6-2 || limited {
+		t.Fatalf("claim without the limit: %d jobs, limited %v; want the %d left, false", len(rest), limited, 60+3+1+5-6-2)
+	}
+	if q := queueStats(t, d, "keyed"); q == nil || q.KeyLimit != 0 || q.Key != "" {
+		t.Fatalf("queue whose key limit was removed listed as %+v", q)
+	}
+}
+
+// testKeyLimitConcurrent: claimers racing on a queue limited per key, each on
+// its own executor, lease no more than the limit of any key between them, and
+// every key's slots end up leased.
+func testKeyLimitConcurrent(t *testing.T, d weirdriver.Driver) {
+	const limit, keys, claimers = 2, 4, 12
+	setKeyLimit(t, d, "key-race", "args.customer", limit)
+	for k := range keys {
+		insertKeyed(t, d, "key-race", `{"customer": "c`+strconv.Itoa(k)+`"}`, 25)
+	}
+	var (
+		mu      sync.Mutex
+		claimed []*weirtype.JobRow
+		wg      sync.WaitGroup
+		errs    = make(chan error, claimers)
+	)
+	start := make(chan struct{})
+	for i := range claimers {
+		exec := d.Executor()
+		wg.Go(func() {
+			<-start
+			for range 5 {
+				jobs, _, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{
+					Queue: "key-race", Max: 3, ClientID: "claimer-" + strconv.Itoa(i), LeaseDuration: time.Minute,
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				claimed = append(claimed, jobs...)
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	counts := byCustomer(t, claimed)
+	if len(counts) != keys {
+		t.Fatalf("%d claimers leased jobs of %d keys, want %d: %v", claimers, len(counts), keys, counts)
+	}
+	for k, n := range counts {
+		if n != limit {
+			t.Fatalf("%d claimers leased %d jobs of key %s, limited to %d: %v", claimers, n, k, limit, counts)
+		}
+	}
+}
+
+// testKeyLimitRejectsBadInput: a key limit out of range, a key that names no
+// source or a field outside the rules, or a queue name empty or too long, is
+// refused with an error that names it, and the stored limit stays.
+func testKeyLimitRejectsBadInput(t *testing.T, d weirdriver.Driver) {
+	setKeyLimit(t, d, "bad-key", "args.customer", 4)
+	long := string(make([]byte, 129))
+	deep := "args" + strings.Repeat(".f", weirdriver.MaxKeyDepth+1)
+	for _, c := range []struct {
+		queue, key string
+		limit      int
+		says       string
+	}{
+		{"bad-key", "args.customer", -1, "out of range"},
+		{"bad-key", "args.customer", weirdriver.MaxKeyLimit + 1, "out of range"},
+		{"bad-key", "customer", 2, "args. or metadata."},
+		{"bad-key", "args", 2, "1 to 8"},
+		{"bad-key", deep, 2, "1 to 8"},
+		{"bad-key", "args.a..b", 2, `field ""`},
+		{"bad-key", "args.a b", 2, `field "a b"`},
+		{"bad-key", `args.a"b`, 2, `field "a\"b"`},
+		{"bad-key", "args." + strings.Repeat("f", 65), 2, "64 bytes"},
+		{"", "args.customer", 3, "queue is empty"},
+		{long, "args.customer", 3, "queue name"},
+	} {
+		err := d.Executor().QueueSetKeyLimit(ctx(t), c.queue, c.key, c.limit)
+		if err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("key limit %s:%d of queue %.20q: %v; want an error saying %q", c.key, c.limit, c.queue, err, c.says)
+		}
+	}
+	if q := queueStats(t, d, "bad-key"); q == nil || q.KeyLimit != 4 || q.Key != "args.customer" {
+		t.Fatalf("queue after refused changes: %+v", q)
+	}
+}

@@ -116,8 +116,8 @@ type QueueConfig struct {
 	MaxWorkers int
 	// Prefetch is how many claimed jobs may wait locally for a free worker, beyond
 	// MaxWorkers. 0 means the default: MaxWorkers/4, at most 100, or none when
-	// GlobalLimit is set (a prefetched job holds one of the limit's slots while
-	// it waits); -1 means none. Range: -1 to 10,000.
+	// GlobalLimit or KeyLimit is set (a prefetched job holds one of the limit's
+	// slots while it waits); -1 means none. Range: -1 to 10,000.
 	Prefetch int
 	// GlobalLimit, when set, is the most jobs of this queue that may run at
 	// once across every client on the database (docs/flow-control.md). Start
@@ -130,6 +130,51 @@ type QueueConfig struct {
 	// across every client, spread evenly (docs/flow-control.md). Start stores
 	// it as it stores GlobalLimit; the zero value leaves the stored one.
 	RateLimit RateLimit
+	// KeyLimit, when set, is the most jobs of this queue with the same key
+	// (a field of their args or metadata: per customer, per tenant) that may
+	// run at once across every client (docs/flow-control.md). Start stores it
+	// as it stores GlobalLimit; the zero value leaves the stored one.
+	KeyLimit KeyLimit
+}
+
+// KeyLimit is a queue's limit per key: at most Limit of its jobs with the
+// same key run at once across every client on the database; jobs of other
+// keys are not held back. A job's key is the value, as text, of the field Key
+// names in its args or metadata: "args.customer_id", "metadata.tenant.id"
+// (1 to 8 fields of letters, digits, '_' and '-'); a job without the field
+// counts under the empty key. Limit is 1 to 1,000,000; the zero KeyLimit is
+// none.
+type KeyLimit struct {
+	Key   string
+	Limit int
+}
+
+// String is the limit as weir queues shows it: "args.customer_id:2", or
+// "none".
+func (k KeyLimit) String() string {
+	if k.Limit == 0 {
+		return "none"
+	}
+	return k.Key + ":" + strconv.Itoa(k.Limit)
+}
+
+// ParseKeyLimit reads a key limit as String writes it: "none" (the zero
+// KeyLimit), or KEY:N with KEY a field of the args or metadata and N 1 to
+// 1,000,000 ("args.customer_id:2"). Its error quotes s and says what is
+// wrong.
+func ParseKeyLimit(s string) (KeyLimit, error) {
+	if s == "none" {
+		return KeyLimit{}, nil
+	}
+	key, n, ok := strings.Cut(s, ":")
+	limit, err := strconv.Atoi(n)
+	if !ok || err != nil || limit < 1 || limit > weirdriver.MaxKeyLimit {
+		return KeyLimit{}, fmt.Errorf("%q is not KEY:N with N from 1 to %d (such as args.customer_id:2), nor none", s, weirdriver.MaxKeyLimit)
+	}
+	if _, _, err := weirdriver.ParseKey(key); err != nil {
+		return KeyLimit{}, fmt.Errorf("%q: %w", s, err)
+	}
+	return KeyLimit{Key: key, Limit: limit}, nil
 }
 
 // RateLimit is a queue's rate limit: at most Limit job starts per Period
@@ -365,6 +410,11 @@ func (cfg *Config) setRuntimeDefaults() error {
 				return err
 			}
 		}
+		if q.KeyLimit != (KeyLimit{}) {
+			if err := checkKeyLimit(fmt.Sprintf("Config.Queues[%q].KeyLimit", name), name, q.KeyLimit); err != nil {
+				return err
+			}
+		}
 		if q.GlobalLimit < 0 || q.GlobalLimit > weirdriver.MaxGlobalLimit {
 			return invalidf(fmt.Sprintf("Config.Queues[%q].GlobalLimit", name), "queue %q: GlobalLimit %d is outside its range 0..%d (0 leaves the stored limit)",
 				name, q.GlobalLimit, weirdriver.MaxGlobalLimit)
@@ -373,7 +423,7 @@ func (cfg *Config) setRuntimeDefaults() error {
 		case q.Prefetch < -1 || q.Prefetch > maxPrefetch:
 			return invalidf(fmt.Sprintf("Config.Queues[%q].Prefetch", name), "queue %q: Prefetch %d is outside its range -1..%d (-1 for none, 0 for the default)",
 				name, q.Prefetch, maxPrefetch)
-		case q.Prefetch == 0 && q.GlobalLimit > 0:
+		case q.Prefetch == 0 && (q.GlobalLimit > 0 || q.KeyLimit.Limit > 0):
 			// none: 0, which -1 becomes below
 		case q.Prefetch == 0:
 			q.Prefetch = min(q.MaxWorkers/4, 100)
@@ -383,6 +433,17 @@ func (cfg *Config) setRuntimeDefaults() error {
 		queues[name] = q
 	}
 	cfg.Queues = queues
+	return nil
+}
+
+// checkKeyLimit checks queue's key limit k, which is not the zero value.
+func checkKeyLimit(field, queue string, k KeyLimit) error {
+	if k.Limit < 1 || k.Limit > weirdriver.MaxKeyLimit {
+		return invalidf(field, "queue %q: KeyLimit %s: the limit is outside its range 1..%d", queue, k, weirdriver.MaxKeyLimit)
+	}
+	if _, _, err := weirdriver.ParseKey(k.Key); err != nil {
+		return invalidf(field, "queue %q: KeyLimit %s: %v", queue, k, err)
+	}
 	return nil
 }
 

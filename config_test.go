@@ -121,6 +121,10 @@ func TestConfigRanges(t *testing.T) {
 		queue("RateLimit", weir.QueueConfig{MaxWorkers: 1, RateLimit: weir.RateLimit{Limit: 1_000_001, Period: time.Second}}, 1_000_001, false, "1..1000000"),
 		queue("RateLimit", weir.QueueConfig{MaxWorkers: 1, RateLimit: weir.RateLimit{Limit: 1_000_000, Period: time.Second}}, 1_000_000, true, ""),
 		queue("RateLimit", weir.QueueConfig{MaxWorkers: 1, RateLimit: weir.RateLimit{Limit: 5, Period: 24*time.Hour + time.Microsecond}}, 5, false, "1ms..24h0m0s"),
+		queue("KeyLimit", weir.QueueConfig{MaxWorkers: 1, KeyLimit: weir.KeyLimit{Key: "args.a", Limit: 0}}, 0, false, "1..1000000"),
+		queue("KeyLimit", weir.QueueConfig{MaxWorkers: 1, KeyLimit: weir.KeyLimit{Key: "args.a", Limit: 1_000_001}}, 1_000_001, false, "1..1000000"),
+		queue("KeyLimit", weir.QueueConfig{MaxWorkers: 1, KeyLimit: weir.KeyLimit{Key: "args.a", Limit: 1_000_000}}, 1_000_000, true, ""),
+		queue("KeyLimit", weir.QueueConfig{MaxWorkers: 1, KeyLimit: weir.KeyLimit{Key: "a", Limit: 1}}, 1, false, "args. or metadata."),
 		queues(1000, true),
 		queues(1001, false),
 	} {

@@ -229,7 +229,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 
 // start starts the engine's goroutines. When it fails, nothing runs.
 func (e *engine) start(ctx context.Context) error {
-	// The global limits this client declares are stored before anything runs:
+	// The limits this client declares are stored before anything runs:
 	// the database's value is the one every claim obeys.
 	for name, p := range e.producers {
 		if p.cfg.GlobalLimit != 0 {
@@ -239,6 +239,11 @@ func (e *engine) start(ctx context.Context) error {
 		}
 		if r := p.cfg.RateLimit; r != (RateLimit{}) {
 			if err := p.exec.QueueSetRateLimit(ctx, name, r.Limit, r.Period); err != nil {
+				return fmt.Errorf("weir: start: %w", err)
+			}
+		}
+		if k := p.cfg.KeyLimit; k != (KeyLimit{}) {
+			if err := p.exec.QueueSetKeyLimit(ctx, name, k.Key, k.Limit); err != nil {
 				return fmt.Errorf("weir: start: %w", err)
 			}
 		}

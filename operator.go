@@ -403,6 +403,31 @@ func (c *Client) QueueSetRateLimit(ctx context.Context, name string, limit RateL
 	return nil
 }
 
+// QueueSetKeyLimit sets the most jobs of queue name with the same key that
+// may run at once across every client on the database (see KeyLimit), or
+// removes the limit (the zero KeyLimit). It takes effect at the next claim of
+// every client; jobs running beyond a lower limit finish. A client started
+// later whose QueueConfig declares a KeyLimit for the queue stores its own.
+func (c *Client) QueueSetKeyLimit(ctx context.Context, name string, limit KeyLimit) error {
+	if limit != (KeyLimit{}) {
+		if err := checkKeyLimit("limit", name, limit); err != nil {
+			return err
+		}
+	}
+	err := c.queueOp(ctx, name, func(e weirdriver.Executor, ctx context.Context, name string) error {
+		return e.QueueSetKeyLimit(ctx, name, limit.Key, limit.Limit)
+	})
+	if err != nil {
+		return err
+	}
+	if e := c.engine(); e != nil {
+		if p := e.producers[name]; p != nil {
+			p.poke()
+		}
+	}
+	return nil
+}
+
 func (c *Client) queueOp(ctx context.Context, name string, op func(weirdriver.Executor, context.Context, string) error) error {
 	if err := validateName("name", "queue", name); err != nil {
 		return err

@@ -257,7 +257,7 @@ func testBinarySQLite(t *testing.T, b *weirBinary) {
 		}
 		r = b.runIn(t, dir, []string{envDatabaseURL + "=sqlite:jobs.db"}, "queues", "list")
 		wantOK(t, r)
-		if _, rows := tableRows(t, r.stdout); len(rows) != 1 || strings.Join(rows[0], " ") != "default no - - 0 1 0 0 0 0 0" {
+		if _, rows := tableRows(t, r.stdout); len(rows) != 1 || strings.Join(rows[0], " ") != "default no - - - 0 1 0 0 0 0 0" {
 			t.Fatalf("queues list through %s=sqlite:jobs.db printed %q", envDatabaseURL, r.stdout)
 		}
 		// The flag wins over the environment.

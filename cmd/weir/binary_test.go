@@ -657,8 +657,8 @@ func testBinaryEnqueueJobsQueues(t *testing.T, b *weirBinary, be *backend) {
 	r = run(t, "queues", "list")
 	wantOK(t, r)
 	header, rows = tableRows(t, r.stdout)
-	if header != "NAME PAUSED GLOBAL LIMIT RATE SCHEDULED AVAILABLE RUNNING RETRYABLE COMPLETED CANCELLED DISCARDED" ||
-		len(rows) != 1 || strings.Join(rows[0], " ") != "default yes - - 5 0 0 0 0 0 0" {
+	if header != "NAME PAUSED GLOBAL LIMIT RATE KEY LIMIT SCHEDULED AVAILABLE RUNNING RETRYABLE COMPLETED CANCELLED DISCARDED" ||
+		len(rows) != 1 || strings.Join(rows[0], " ") != "default yes - - - 5 0 0 0 0 0 0" {
 		t.Fatalf("queues list printed %q", r.stdout)
 	}
 	r = run(t, "queues", "resume", "default")
@@ -711,7 +711,7 @@ func testBinaryFixture(t *testing.T, b *weirBinary, be *backend) {
 	r = run(t, "queues", "list")
 	wantOK(t, r)
 	if _, rows := tableRows(t, r.stdout); !slices.ContainsFunc(rows, func(row []string) bool {
-		return strings.Join(row, " ") == "held yes - - 0 0 0 0 0 0 0"
+		return strings.Join(row, " ") == "held yes - - - 0 0 0 0 0 0 0"
 	}) {
 		t.Fatalf("queues list lacks the paused queue:\n%s", r.stdout)
 	}

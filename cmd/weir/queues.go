@@ -28,12 +28,13 @@ const queuesSynopsis = `Usage:
     weir queues list   [--json]
     weir queues pause  NAME [--create]
     weir queues resume NAME
-    weir queues set    NAME [--global-limit N|none] [--rate N/PERIOD|none] [--create]
+    weir queues set    NAME [--global-limit N|none] [--rate N/PERIOD|none]
+                            [--key-limit KEY:N|none] [--create]
 
 Each action also takes --database-url URL and --schema NAME.
 
-list prints every queue that has jobs, is paused or has a global limit, with
-its limit and its jobs counted by state, as a table or, with --json, as a JSON
+list prints every queue that has jobs, is paused or has a limit, with its
+limits and its jobs counted by state, as a table or, with --json, as a JSON
 array.
 pause stops every client from starting jobs of the queue until it is resumed;
 running jobs finish. Pausing a paused queue changes nothing. A queue weir does
@@ -45,7 +46,10 @@ set --global-limit N lets at most N (1 to 1,000,000) of the queue's jobs run at
 once across every client; none removes the limit. It takes effect at every
 client's next claim, and stops no running job. set --rate N/PERIOD (such as
 50/1s or 1000/1m) lets at most N jobs start per PERIOD (1ms to 24h) across
-every client, spread evenly; none removes it. A client started later that
+every client, spread evenly; none removes it. set --key-limit KEY:N (such as
+args.customer_id:2) lets at most N (1 to 1,000,000) jobs with the same value
+of that field of their args or metadata run at once across every client; none
+removes it. A client started later that
 declares a limit for the queue in its configuration stores its own. An unknown
 queue is refused as for pause, unless --create is given.
 `
@@ -64,6 +68,7 @@ type queuesOpts struct {
 	create      bool
 	globalLimit string
 	rate        string
+	keyLimit    string
 }
 
 func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
@@ -78,6 +83,7 @@ func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
 	case "set":
 		fs.StringVar(&o.globalLimit, "global-limit", "", "the most jobs of the queue running at once across every client, 1 to 1000000, or none")
 		fs.StringVar(&o.rate, "rate", "", "the most jobs of the queue started per period across every client, `N/PERIOD` (50/1s), or none")
+		fs.StringVar(&o.keyLimit, "key-limit", "", "the most jobs of the queue with the same key running at once across every client, `KEY:N` (args.customer_id:2), or none")
 		fs.BoolVar(&o.create, "create", false, "set the limit even if weir does not know the queue yet")
 	}
 	return fs, o
@@ -102,12 +108,13 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 	}
 
 	var (
-		limit int
-		rate  weir.RateLimit
+		limit    int
+		rate     weir.RateLimit
+		keyLimit weir.KeyLimit
 	)
 	if action == "set" {
-		if o.globalLimit == "" && o.rate == "" {
-			return usagef("%s: nothing to set: give --global-limit, --rate or both (run `%s -h`)", cmdName(fs), fs.Name())
+		if o.globalLimit == "" && o.rate == "" && o.keyLimit == "" {
+			return usagef("%s: nothing to set: give --global-limit, --rate or --key-limit (run `%s -h`)", cmdName(fs), fs.Name())
 		}
 		if o.globalLimit != "" {
 			if limit, err = parseGlobalLimit(fs, o.globalLimit); err != nil {
@@ -117,6 +124,11 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 		if o.rate != "" {
 			if rate, err = parseRate(fs, o.rate); err != nil {
 				return err
+			}
+		}
+		if o.keyLimit != "" {
+			if keyLimit, err = weir.ParseKeyLimit(o.keyLimit); err != nil {
+				return usagef("%s: --key-limit %s", cmdName(fs), termSafe(err.Error()))
 			}
 		}
 	}
@@ -159,6 +171,16 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 					fmt.Fprintf(e.stdout, "queue %s: no rate limit\n", termSafe(name))
 				} else {
 					fmt.Fprintf(e.stdout, "queue %s: rate limit %s\n", termSafe(name), rate)
+				}
+			}
+			if o.keyLimit != "" {
+				if err := client.QueueSetKeyLimit(ctx, name, keyLimit); err != nil {
+					return o.db.clientErr(fs, err)
+				}
+				if keyLimit.Limit == 0 {
+					fmt.Fprintf(e.stdout, "queue %s: no key limit\n", termSafe(name))
+				} else {
+					fmt.Fprintf(e.stdout, "queue %s: key limit %s\n", termSafe(name), termSafe(keyLimit.String()))
 				}
 			}
 			return nil
@@ -220,13 +242,15 @@ func queueKnown(ctx context.Context, client *weir.Client, name string) (bool, er
 	return slices.ContainsFunc(queues, func(q *weir.QueueStats) bool { return q.Name == name }), nil
 }
 
-// queueJSON is a queue as weir prints it for scripts. GlobalLimit and
-// RateLimit are null when the queue has none; Counts holds every state.
+// queueJSON is a queue as weir prints it for scripts. GlobalLimit,
+// RateLimit and KeyLimit are null when the queue has none; Counts holds every
+// state.
 type queueJSON struct {
 	Name        string                  `json:"name"`
 	Paused      bool                    `json:"paused"`
 	GlobalLimit *int                    `json:"global_limit"`
 	RateLimit   *rateJSON               `json:"rate_limit"`
+	KeyLimit    *keyLimitJSON           `json:"key_limit"`
 	Counts      map[weir.JobState]int64 `json:"counts"`
 }
 
@@ -234,6 +258,12 @@ type queueJSON struct {
 type rateJSON struct {
 	Limit  int    `json:"limit"`
 	Period string `json:"period"`
+}
+
+// keyLimitJSON is a key limit: at most limit jobs running per value of key.
+type keyLimitJSON struct {
+	Key   string `json:"key"`
+	Limit int    `json:"limit"`
 }
 
 func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, client *weir.Client) error {
@@ -252,6 +282,9 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 			if q.RateLimit > 0 {
 				out[i].RateLimit = &rateJSON{Limit: q.RateLimit, Period: q.RatePeriod.String()}
 			}
+			if q.KeyLimit > 0 {
+				out[i].KeyLimit = &keyLimitJSON{Key: q.Key, Limit: q.KeyLimit}
+			}
 			for _, s := range states {
 				out[i].Counts[s] = q.Counts[s]
 			}
@@ -263,7 +296,7 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprint(tw, "NAME\tPAUSED\tGLOBAL LIMIT\tRATE")
+	fmt.Fprint(tw, "NAME\tPAUSED\tGLOBAL LIMIT\tRATE\tKEY LIMIT")
 	for _, s := range states {
 		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(s)))
 	}
@@ -281,7 +314,11 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 		if q.RateLimit > 0 {
 			rate = weir.RateLimit{Limit: q.RateLimit, Period: q.RatePeriod}.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s", termSafe(q.Name), paused, limit, rate)
+		keyLimit := "-"
+		if q.KeyLimit > 0 {
+			keyLimit = termSafe(weir.KeyLimit{Key: q.Key, Limit: q.KeyLimit}.String())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", termSafe(q.Name), paused, limit, rate, keyLimit)
 		for _, s := range states {
 			fmt.Fprintf(tw, "\t%d", q.Counts[s])
 		}

@@ -19,6 +19,10 @@ type listedQueue struct {
 		Limit  int    `json:"limit"`
 		Period string `json:"period"`
 	} `json:"rate_limit"`
+	KeyLimit *struct {
+		Key   string `json:"key"`
+		Limit int    `json:"limit"`
+	} `json:"key_limit"`
 	Counts map[string]int64 `json:"counts"`
 }
 
@@ -64,13 +68,13 @@ func TestQueues(t *testing.T) {
 	r = weir(t, "queues", "list")
 	wantOK(t, r)
 	header, rows := tableRows(t, r.stdout)
-	if header != "NAME PAUSED GLOBAL LIMIT RATE SCHEDULED AVAILABLE RUNNING RETRYABLE COMPLETED CANCELLED DISCARDED" {
+	if header != "NAME PAUSED GLOBAL LIMIT RATE KEY LIMIT SCHEDULED AVAILABLE RUNNING RETRYABLE COMPLETED CANCELLED DISCARDED" {
 		t.Fatalf("header %q", header)
 	}
 	want := [][]string{
-		{"default", "no", "-", "-", "0", "1", "0", "0", "0", "0", "0"},
-		{"empty", "yes", "-", "-", "0", "0", "0", "0", "0", "0", "0"},
-		{"mail", "yes", "-", "-", "0", "2", "0", "0", "0", "1", "0"},
+		{"default", "no", "-", "-", "-", "0", "1", "0", "0", "0", "0", "0"},
+		{"empty", "yes", "-", "-", "-", "0", "0", "0", "0", "0", "0", "0"},
+		{"mail", "yes", "-", "-", "-", "0", "2", "0", "0", "0", "1", "0"},
 	}
 	if !slices.EqualFunc(rows, want, slices.Equal) {
 		t.Fatalf("list:\n%s\nwant rows %q", r.stdout, want)
@@ -149,7 +153,7 @@ func TestQueuesSetGlobalLimit(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"mail"}, "nothing to set: give --global-limit, --rate or both"},
+		{[]string{"mail"}, "nothing to set: give --global-limit, --rate or --key-limit"},
 		{[]string{"mail", "--rate", "50"}, `--rate "50" is not N/PERIOD`},
 		{[]string{"mail", "--rate", "0/1s"}, `--rate "0/1s" is not N/PERIOD`},
 		{[]string{"mail", "--rate", "50/0s"}, `--rate "50/0s": the period is not a duration from 1ms to 24h`},
@@ -159,6 +163,11 @@ func TestQueuesSetGlobalLimit(t *testing.T) {
 		{[]string{"mail", "--global-limit", "-3"}, `--global-limit "-3" is not a number`},
 		{[]string{"mail", "--global-limit", "1000001"}, `--global-limit "1000001" is not a number`},
 		{[]string{"mail", "--global-limit", "ten"}, `--global-limit "ten" is not a number`},
+		{[]string{"mail", "--key-limit", "args.customer"}, `--key-limit "args.customer" is not KEY:N`},
+		{[]string{"mail", "--key-limit", "args.customer:0"}, `--key-limit "args.customer:0" is not KEY:N`},
+		{[]string{"mail", "--key-limit", "customer:2"}, `--key-limit "customer:2": key "customer" does not start with args. or metadata.`},
+		{[]string{"mail", "--key-limit", "args.a b:2"}, `field "a b" outside`},
+		{[]string{"mail", "--key-limit", "args.\x1b[31m:2"}, `field "\x1b[31m" outside`},
 	} {
 		wantFailure(t, weir(t, append([]string{"queues", "set"}, c.args...)...), exitUsage, c.want)
 	}
@@ -203,6 +212,30 @@ func TestQueuesSetGlobalLimit(t *testing.T) {
 	wantOK(t, r)
 	if r.stdout != "queue mail: no rate limit\n" {
 		t.Fatalf("set --rate none printed %q", r.stdout)
+	}
+
+	// A key limit.
+	r = weir(t, "queues", "set", "mail", "--key-limit", "args.customer_id:2")
+	wantOK(t, r)
+	if r.stdout != "queue mail: key limit args.customer_id:2\n" {
+		t.Fatalf("set --key-limit printed %q", r.stdout)
+	}
+	r = weir(t, "queues", "list", "--json")
+	wantOK(t, r)
+	var keyed []listedQueue
+	decodeJSON(t, r.stdout, &keyed)
+	if q := keyed[1]; q.Name != "mail" || q.KeyLimit == nil || q.KeyLimit.Key != "args.customer_id" || q.KeyLimit.Limit != 2 {
+		t.Fatalf("mail in the JSON list: %+v", q)
+	}
+	r = weir(t, "queues", "list")
+	wantOK(t, r)
+	if _, rows := tableRows(t, r.stdout); len(rows) != 2 || rows[1][4] != "args.customer_id:2" {
+		t.Fatalf("list with a key limit:\n%s", r.stdout)
+	}
+	r = weir(t, "queues", "set", "mail", "--key-limit", "none")
+	wantOK(t, r)
+	if r.stdout != "queue mail: no key limit\n" {
+		t.Fatalf("set --key-limit none printed %q", r.stdout)
 	}
 }
 

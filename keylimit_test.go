@@ -1,0 +1,209 @@
+package weir_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirq/weir"
+)
+
+// keyGauge counts the handlers running per key and keeps the most seen at
+// once for each.
+type keyGauge struct {
+	mu      sync.Mutex
+	running map[string]int
+	most    map[string]int
+	done    map[string]int
+}
+
+func newKeyGauge() *keyGauge {
+	return &keyGauge{running: map[string]int{}, most: map[string]int{}, done: map[string]int{}}
+}
+
+func (g *keyGauge) enter(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.running[key]++
+	g.most[key] = max(g.most[key], g.running[key])
+}
+
+func (g *keyGauge) leave(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.running[key]--
+	g.done[key]++
+}
+
+func (g *keyGauge) snapshot() (most, done map[string]int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	most, done = map[string]int{}, map[string]int{}
+	for k, v := range g.most {
+		most[k] = v
+	}
+	for k, v := range g.done {
+		done[k] = v
+	}
+	return most, done
+}
+
+// TestKeyLimitClients: three clients of 20 workers on a queue limited to 2
+// running jobs per customer (args.name) work a backlog of 300 jobs of one
+// customer inserted ahead of 30 jobs each of 5 others. Every handler counts
+// itself in and out of its customer's counter: no customer ever has more
+// than 2 running at once, and 2 is reached; the other customers' jobs are
+// not held back by the backlog ahead of them: they all finish while most of
+// it still waits.
+func TestKeyLimitClients(t *testing.T) {
+	t.Parallel()
+	const limit, hot, others, each = 2, 300, 5, 30
+	b := setup(t, nil)
+	var params []weir.InsertManyParams
+	add := func(name string, n int) {
+		for range n {
+			params = append(params, weir.InsertManyParams{Args: probeArgs{Name: name}, InsertOpts: &weir.InsertOpts{Queue: "keyed"}})
+		}
+	}
+	add("hot", hot)
+	for i := range others {
+		add(fmt.Sprintf("c%d", i), each)
+	}
+	if _, err := b.client.InsertMany(testCtx(t), params); err != nil {
+		t.Fatal(err)
+	}
+
+	gauge := newKeyGauge()
+	othersDone := make(chan int, 1) // the hot jobs done when the others were
+	var otherCount sync.Mutex
+	left := others * each
+	work := func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		gauge.enter(job.Args.Name)
+		// A job's work: the hot customer's is slower, so that its backlog
+		// lasts while the others run.
+		pause := time.Millisecond
+		if job.Args.Name == "hot" {
+			pause = 5 * time.Millisecond
+		}
+		time.Sleep(pause)
+		gauge.leave(job.Args.Name)
+		if job.Args.Name != "hot" {
+			otherCount.Lock()
+			if left--; left == 0 {
+				_, done := gauge.snapshot()
+				othersDone <- done["hot"]
+			}
+			otherCount.Unlock()
+		}
+		return nil
+	}
+	for i := range 3 {
+		cfg := fastConfig(probeWorkers(work), map[string]weir.QueueConfig{
+			"keyed": {MaxWorkers: 20, KeyLimit: weir.KeyLimit{Key: "args.name", Limit: limit}},
+		})
+		cfg.ID = fmt.Sprintf("keyed-%d", i)
+		b.startOwnPool(t, cfg)
+	}
+	var hotDone int
+	select {
+	case hotDone = <-othersDone:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the other customers' jobs did not all run")
+	}
+	if hotDone > hot/2 {
+		t.Errorf("the other customers' jobs finished after %d of the hot customer's %d: its backlog held them back", hotDone, hot)
+	}
+	waitFor(t, 2*time.Minute, "every job to complete", func() bool { return b.count(t, "state = 'completed'") == hot+others*each })
+	most, _ := gauge.snapshot()
+	for key, n := range most {
+		if n > limit {
+			t.Errorf("customer %s had %d jobs running at once under a limit of %d", key, n, limit)
+		}
+	}
+	if most["hot"] != limit {
+		t.Errorf("the hot customer ran at most %d at once, never its limit of %d", most["hot"], limit)
+	}
+	t.Logf("most running at once per customer: %v; the others finished after %d of %d hot jobs", most, hotDone, hot)
+}
+
+// TestQueueSetKeyLimit: a declared key limit is stored at Start;
+// QueueSetKeyLimit changes and removes it; bad input is refused as invalid,
+// names the field, and changes nothing.
+func TestQueueSetKeyLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	declared := weir.KeyLimit{Key: "args.customer_id", Limit: 3}
+	c := b.start(t, fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }),
+		map[string]weir.QueueConfig{"declared": {MaxWorkers: 5, KeyLimit: declared}}))
+	keyOf := func() weir.KeyLimit {
+		t.Helper()
+		queues, err := c.QueueList(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range queues {
+			if q.Name == "declared" {
+				return weir.KeyLimit{Key: q.Key, Limit: q.KeyLimit}
+			}
+		}
+		return weir.KeyLimit{Limit: -1}
+	}
+	if got := keyOf(); got != declared {
+		t.Fatalf("declared key limit after Start: %v", got)
+	}
+	set := weir.KeyLimit{Key: "metadata.tenant.id", Limit: 1}
+	if err := c.QueueSetKeyLimit(testCtx(t), "declared", set); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyOf(); got != set || got.String() != "metadata.tenant.id:1" {
+		t.Fatalf("key limit after QueueSetKeyLimit: %v", got)
+	}
+	for _, bad := range []struct {
+		name  string
+		limit weir.KeyLimit
+		field string
+	}{
+		{"declared", weir.KeyLimit{Key: "args.a", Limit: 0}, "limit"},
+		{"declared", weir.KeyLimit{Key: "args.a", Limit: -1}, "limit"},
+		{"declared", weir.KeyLimit{Key: "args.a", Limit: 1_000_001}, "limit"},
+		{"declared", weir.KeyLimit{Limit: 2}, "limit"},
+		{"declared", weir.KeyLimit{Key: "customer_id", Limit: 2}, "limit"},
+		{"declared", weir.KeyLimit{Key: "args.a<b>", Limit: 2}, "limit"},
+		{"bad name!", weir.KeyLimit{Key: "args.a", Limit: 2}, "name"},
+	} {
+		err := c.QueueSetKeyLimit(testCtx(t), bad.name, bad.limit)
+		if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != bad.field {
+			t.Errorf("key limit %v of queue %q: %v, want an *InvalidError about %s", bad.limit, bad.name, err, bad.field)
+		}
+	}
+	if got := keyOf(); got != set {
+		t.Fatalf("key limit after refused changes: %v", got)
+	}
+	if err := c.QueueSetKeyLimit(testCtx(t), "declared", weir.KeyLimit{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyOf(); got.Limit != -1 {
+		t.Fatalf("a queue without jobs or limits is still listed (key limit %v)", got)
+	}
+}
+
+// TestParseKeyLimit: the form weir queues and the dashboard take.
+func TestParseKeyLimit(t *testing.T) {
+	for in, want := range map[string]weir.KeyLimit{
+		"none":                   {},
+		"args.customer_id:2":     {Key: "args.customer_id", Limit: 2},
+		"metadata.tenant.id:100": {Key: "metadata.tenant.id", Limit: 100},
+	} {
+		if got, err := weir.ParseKeyLimit(in); err != nil || got != want {
+			t.Errorf("ParseKeyLimit(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "2", "args.a", "args.a:", "args.a:0", "args.a:1000001", "args.a:x", "tenant:2", "args.:2", "args.a.b.c.d.e.f.g.h.i:2"} {
+		if got, err := weir.ParseKeyLimit(in); err == nil {
+			t.Errorf("ParseKeyLimit(%q) = %v, no error", in, got)
+		}
+	}
+}

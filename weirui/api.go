@@ -478,8 +478,10 @@ type queueJSON struct {
 	// GlobalLimit is the queue's global limit; null when it has none.
 	GlobalLimit *int `json:"global_limit"`
 	// RateLimit is the queue's rate limit; null when it has none.
-	RateLimit *rateJSON                   `json:"rate_limit"`
-	Counts    map[weirtype.JobState]int64 `json:"counts"`
+	RateLimit *rateJSON `json:"rate_limit"`
+	// KeyLimit is the queue's limit per key; null when it has none.
+	KeyLimit *keyLimitJSON               `json:"key_limit"`
+	Counts   map[weirtype.JobState]int64 `json:"counts"`
 	// Estimated lists the states whose count is an estimate; empty when
 	// every count is exact.
 	Estimated []weirtype.JobState `json:"estimated"`
@@ -493,6 +495,12 @@ type rateJSON struct {
 	Period string `json:"period"`
 }
 
+// keyLimitJSON is a key limit: at most limit jobs running per value of key.
+type keyLimitJSON struct {
+	Key   string `json:"key"`
+	Limit int    `json:"limit"`
+}
+
 func queueOf(q *weir.QueueStats) queueJSON {
 	out := queueJSON{Name: q.Name, Paused: q.Paused, Counts: map[weirtype.JobState]int64{}, Estimated: []weirtype.JobState{}}
 	if q.GlobalLimit > 0 {
@@ -501,6 +509,9 @@ func queueOf(q *weir.QueueStats) queueJSON {
 	}
 	if q.RateLimit > 0 {
 		out.RateLimit = &rateJSON{Limit: q.RateLimit, Period: q.RatePeriod.String()}
+	}
+	if q.KeyLimit > 0 {
+		out.KeyLimit = &keyLimitJSON{Key: q.Key, Limit: q.KeyLimit}
 	}
 	for _, s := range weirtype.JobStates() {
 		out.Counts[s] = q.Counts[s]

@@ -469,6 +469,16 @@ func TestOperatorMutates(t *testing.T) {
 	if r := e.do(t, "POST", "/api/v1/queues/mail/rate?rate_limit=none", nil, bearer(operatorToken)); r.status != 200 || !strings.Contains(r.body, `"rate_limit": null`) {
 		t.Errorf("rate removed by the API: %d %s", r.status, r.body)
 	}
+	// A key limit, set in code, shown by the API and the page.
+	if err := e.client.QueueSetKeyLimit(t.Context(), "mail", weir.KeyLimit{Key: "args.customer_id", Limit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.do(t, "GET", "/api/v1/queues", nil, otto); !strings.Contains(r.body, `"key_limit": {`) || !strings.Contains(r.body, `"key": "args.customer_id"`) {
+		t.Errorf("queues with a key limit: %s", r.body)
+	}
+	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, "2 per <code>args.customer_id</code>") {
+		t.Errorf("queues page with a key limit: %s", r.body)
+	}
 	// Schedules: none is registered.
 	if r := e.do(t, "POST", "/api/v1/periodic/nightly/trigger", nil, bearer(operatorToken)); r.status != 404 {
 		t.Errorf("trigger of an unknown schedule: %d %s", r.status, r.body)

@@ -67,11 +67,14 @@ type Options struct {
 	ScaleDuration   time.Duration `json:"scale_duration"`
 	ScaleMixedProcs int           `json:"scale_mixed_procs"`
 	// LimitJobs is the jobs each W6 drain works down, by LimitProcs worker
-	// processes sharing ScaleWorkers handlers, once without a limit and once
-	// with a global limit of GlobalLimit on the queue.
+	// processes sharing ScaleWorkers handlers, once without a limit, once
+	// with a global limit of GlobalLimit on the queue, and once with a limit
+	// of KeyLimit per key, the jobs having LimitKeys keys in turn.
 	LimitJobs   int `json:"limit_jobs"`
 	LimitProcs  int `json:"limit_procs"`
 	GlobalLimit int `json:"global_limit"`
+	KeyLimit    int `json:"key_limit"`
+	LimitKeys   int `json:"limit_keys"`
 	// Timeout bounds each drain; a run that takes longer fails.
 	Timeout time.Duration `json:"timeout"`
 
@@ -101,8 +104,9 @@ type Options struct {
 //	scale-mixed       W8: ScaleRate jobs/s for ScaleDuration, worked by
 //	                  ScaleMixedProcs worker processes
 //	limit             W6: LimitJobs jobs drained by LimitProcs worker processes,
-//	                  without a limit, then with a global limit of GlobalLimit
-//	                  (systems that have no global limit run the first only)
+//	                  without a limit, then with a global limit of GlobalLimit,
+//	                  then with KeyLimit per key of LimitKeys (systems that have
+//	                  no such limits run the first only)
 func Workloads() []string {
 	return []string{"drain", "mixed", "latency", "latency-defaults", "bulk", "single1", "single8", "rss",
 		"pressure", "pressure-clean", "scale", "scale-mixed", "limit"}
@@ -138,6 +142,8 @@ func DefaultOptions() Options {
 		LimitJobs:        200_000,
 		LimitProcs:       4,
 		GlobalLimit:      200,
+		KeyLimit:         1,
+		LimitKeys:        1_000,
 		ScaleRate:        10_000,
 		ScaleDuration:    30 * time.Second,
 		ScaleMixedProcs:  4,
@@ -173,6 +179,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.LimitJobs, "limit-jobs", o.LimitJobs, "`N` jobs each W6 drain works down")
 	fs.IntVar(&o.LimitProcs, "limit-procs", o.LimitProcs, "`N` worker processes that share each W6 drain")
 	fs.IntVar(&o.GlobalLimit, "global-limit", o.GlobalLimit, "`N`, the global limit of W6's limited drain")
+	fs.IntVar(&o.KeyLimit, "key-limit", o.KeyLimit, "`N`, the limit per key of W6's keyed drain")
+	fs.IntVar(&o.LimitKeys, "limit-keys", o.LimitKeys, "`N` keys that the jobs of W6's keyed drain have in turn")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up a drain after this long")
 }
 
@@ -196,6 +204,7 @@ func (o *Options) Validate() error {
 		{"scale-jobs", o.ScaleJobs, 1}, {"scale-workers", o.ScaleWorkers, 1}, {"scale-rate", o.ScaleRate, 1},
 		{"scale-mixed-procs", o.ScaleMixedProcs, 1},
 		{"limit-jobs", o.LimitJobs, 1}, {"global-limit", o.GlobalLimit, 1},
+		{"key-limit", o.KeyLimit, 1}, {"limit-keys", o.LimitKeys, 1},
 	} {
 		if c.v < c.least {
 			return fmt.Errorf("--%s must be at least %d, got %d", c.flag, c.least, c.v)

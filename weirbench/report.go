@@ -171,8 +171,8 @@ func sizes(o Options) string {
 	add([]string{"scale"}, "W8 %s jobs by %s processes, %s handlers among them", group(int64(o.ScaleJobs)),
 		strings.Trim(strings.Join(strings.Fields(fmt.Sprint(o.ScaleProcs)), "/"), "[]"), group(int64(o.ScaleWorkers)))
 	add([]string{"scale-mixed"}, "W8 %s jobs/s for %s by %d processes", group(int64(o.ScaleRate)), o.ScaleDuration, o.ScaleMixedProcs)
-	add([]string{"limit"}, "W6 %s jobs by %d processes, %s handlers among them, global limit %s", group(int64(o.LimitJobs)),
-		o.LimitProcs, group(int64(o.ScaleWorkers)), group(int64(o.GlobalLimit)))
+	add([]string{"limit"}, "W6 %s jobs by %d processes, %s handlers among them, global limit %s, %s per key of %s", group(int64(o.LimitJobs)),
+		o.LimitProcs, group(int64(o.ScaleWorkers)), group(int64(o.GlobalLimit)), group(int64(o.KeyLimit)), group(int64(o.LimitKeys)))
 	add([]string{"pressure", "pressure-clean"}, "W7 %s jobs/s for %s, bulk inserts every %s", group(int64(o.PressureRate)), o.PressureDuration, mixedTick)
 	return strings.Join(parts, "; ")
 }

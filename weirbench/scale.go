@@ -33,8 +33,10 @@ type scaleSpec struct {
 	Record bool `json:"record"`
 	// Capacity bounds the job numbers it records.
 	Capacity int `json:"capacity"`
-	// GlobalLimit, when positive, is the queue's global limit (W6).
+	// GlobalLimit and KeyLimit, when positive, are the queue's global limit
+	// and its limit per key (W6).
 	GlobalLimit int `json:"global_limit,omitempty"`
+	KeyLimit    int `json:"key_limit,omitempty"`
 }
 
 // scaleResult is what a W8 worker process writes last.
@@ -57,7 +59,7 @@ type scaleProc struct {
 
 // startScaleProcs starts n worker processes of sys, which share MaxConns
 // connections and MaxWorkers handlers, and waits until each is ready.
-func (b *bench) startScaleProcs(ctx context.Context, sys System, n int, record bool, capacity, limit int) ([]*scaleProc, error) {
+func (b *bench) startScaleProcs(ctx context.Context, sys System, n int, record bool, capacity int, limits drainLimits) ([]*scaleProc, error) {
 	workers := max(b.o.ScaleWorkers/n, 1)
 	conns := max(b.o.MaxConns/n, 4)
 	var procs []*scaleProc
@@ -65,7 +67,7 @@ func (b *bench) startScaleProcs(ctx context.Context, sys System, n int, record b
 		spec, err := json.Marshal(childSpec{
 			System: sys.Name(), DatabaseURL: b.o.DatabaseURL, App: fmt.Sprintf("weirbench_%s_scale%d", sys.Name(), i),
 			MaxConns: conns, Workers: workers, Timeout: b.o.Timeout,
-			Scale: &scaleSpec{Procs: n, Record: record, Capacity: capacity, GlobalLimit: limit},
+			Scale: &scaleSpec{Procs: n, Record: record, Capacity: capacity, GlobalLimit: limits.global, KeyLimit: limits.key},
 		})
 		if err != nil {
 			return procs, err
@@ -158,16 +160,17 @@ func (b *bench) scaleDrain(n int) func(context.Context, System) ([]result, error
 		name += "es"
 	}
 	return func(ctx context.Context, sys System) ([]result, error) {
-		return b.procsDrain(ctx, sys, n, b.o.ScaleJobs, 0, name, fmt.Sprintf("W8 drain ×%d", n))
+		return b.procsDrain(ctx, sys, n, b.o.ScaleJobs, drainLimits{}, name, fmt.Sprintf("W8 drain ×%d", n))
 	}
 }
 
 // limitDrains is W6: LimitJobs jobs drained by LimitProcs processes without
-// a limit, then again with the queue's global limit at GlobalLimit, on a
-// system that has global limits.
+// a limit, then again with the queue's global limit at GlobalLimit, and again
+// with a limit of KeyLimit per key over LimitKeys keys, on a system that has
+// those limits.
 func (b *bench) limitDrains(ctx context.Context, sys System) ([]result, error) {
 	n, jobs := b.o.LimitProcs, b.o.LimitJobs
-	res, err := b.procsDrain(ctx, sys, n, jobs, 0, fmt.Sprintf("W6 drain by %d processes, no limit", n), fmt.Sprintf("W6 ×%d no limit", n))
+	res, err := b.procsDrain(ctx, sys, n, jobs, drainLimits{}, fmt.Sprintf("W6 drain by %d processes, no limit", n), fmt.Sprintf("W6 ×%d no limit", n))
 	if err != nil {
 		return nil, err
 	}
@@ -175,22 +178,35 @@ func (b *bench) limitDrains(ctx context.Context, sys System) ([]result, error) {
 		b.p.Linef("%s: %s has no global limit: W6 runs without one only", b.tag, sys.Name())
 		return res, nil
 	}
-	limited, err := b.procsDrain(ctx, sys, n, jobs, b.o.GlobalLimit,
+	limited, err := b.procsDrain(ctx, sys, n, jobs, drainLimits{global: b.o.GlobalLimit},
 		fmt.Sprintf("W6 drain by %d processes, global limit %s", n, group(int64(b.o.GlobalLimit))), fmt.Sprintf("W6 ×%d limit %s", n, compact(b.o.GlobalLimit)))
-	return append(res, limited...), err
+	res = append(res, limited...)
+	if err != nil {
+		return res, err
+	}
+	keyed, err := b.procsDrain(ctx, sys, n, jobs, drainLimits{key: b.o.KeyLimit, keys: b.o.LimitKeys},
+		fmt.Sprintf("W6 drain by %d processes, %s per key of %s", n, group(int64(b.o.KeyLimit)), group(int64(b.o.LimitKeys))),
+		fmt.Sprintf("W6 ×%d %s/key", n, compact(b.o.KeyLimit)))
+	return append(res, keyed...), err
+}
+
+// drainLimits are the limits of a W6 drain: the queue's global limit, its
+// limit per key and the number of keys its jobs have; 0: none.
+type drainLimits struct {
+	global, key, keys int
 }
 
 // procsDrain inserts jobs jobs, then has n worker processes work them down
-// at once, with the queue's global limit at limit when positive, and returns
-// the throughput as the figure named name (short on plots).
-func (b *bench) procsDrain(ctx context.Context, sys System, n, jobs, limit int, name, short string) ([]result, error) {
-	if err := b.withClient(ctx, sys, ClientConfig{}, func(c Client) error { return b.insertAll(ctx, c, jobs) }); err != nil {
+// at once under limits, and returns the throughput as the figure named name
+// (short on plots).
+func (b *bench) procsDrain(ctx context.Context, sys System, n, jobs int, limits drainLimits, name, short string) ([]result, error) {
+	if err := b.withClient(ctx, sys, ClientConfig{Keys: limits.keys}, func(c Client) error { return b.insertAll(ctx, c, jobs) }); err != nil {
 		return nil, err
 	}
 	if err := execSQL(ctx, b.admin, "VACUUM ANALYZE "+sys.JobTable()); err != nil {
 		return nil, err
 	}
-	procs, err := b.startScaleProcs(ctx, sys, n, false, 0, limit)
+	procs, err := b.startScaleProcs(ctx, sys, n, false, 0, limits)
 	if err != nil {
 		_, ferr := finishScaleProcs(procs)
 		return nil, errors.Join(err, ferr)
@@ -248,7 +264,7 @@ func (b *bench) scaleMixed(ctx context.Context, sys System) ([]result, error) {
 		results []scaleResult
 	)
 	err := b.withClient(ctx, sys, ClientConfig{}, func(c Client) error {
-		procs, err := b.startScaleProcs(ctx, sys, n, true, capacity, 0)
+		procs, err := b.startScaleProcs(ctx, sys, n, true, capacity, drainLimits{})
 		if err != nil {
 			_, ferr := finishScaleProcs(procs)
 			return errors.Join(err, ferr)
@@ -346,7 +362,7 @@ func runScaleChild(ctx context.Context, s childSpec, sys System, stdin io.Reader
 	defer pool.Close()
 	var started []atomic.Int64
 	cfg := ClientConfig{
-		Work: true, Settings: Throughput, MaxWorkers: s.Workers, GlobalLimit: s.Scale.GlobalLimit,
+		Work: true, Settings: Throughput, MaxWorkers: s.Workers, GlobalLimit: s.Scale.GlobalLimit, KeyLimit: s.Scale.KeyLimit,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if s.Scale.Record {

@@ -25,6 +25,9 @@ import (
 // within its run, so that the handler can say which job it started.
 type NoopArgs struct {
 	Seq int64 `json:"seq"`
+	// Key, when set (ClientConfig.Keys), is the job's key under W6's limit
+	// per key: 1 to Keys, in turn.
+	Key int64 `json:"key,omitempty"`
 }
 
 // Kind implements the job args interfaces of weir and River.
@@ -86,6 +89,12 @@ type ClientConfig struct {
 	// once across every client (W6); a system without global limits refuses
 	// it, and says so by not implementing GlobalLimiter.
 	GlobalLimit int
+	// KeyLimit, when positive, is the most jobs of the queue with the same
+	// NoopArgs.Key running at once across every client (W6), as GlobalLimit.
+	KeyLimit int
+	// Keys, when positive, numbers the keys of inserted jobs: job seq gets
+	// key seq % Keys + 1.
+	Keys int
 	// OnStart, when not nil, is called by the handler as it starts, with the
 	// job's NoopArgs.Seq.
 	OnStart func(seq int64)
@@ -94,7 +103,7 @@ type ClientConfig struct {
 }
 
 // GlobalLimiter is implemented by a System whose clients take
-// ClientConfig.GlobalLimit.
+// ClientConfig.GlobalLimit and ClientConfig.KeyLimit.
 type GlobalLimiter interface {
 	GlobalLimits() bool
 }

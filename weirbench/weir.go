@@ -127,6 +127,9 @@ func (s *weirSystem) Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error) 
 		if cfg.GlobalLimit > 0 {
 			q.GlobalLimit, q.Prefetch = cfg.GlobalLimit, -1 // a prefetched job would hold a slot
 		}
+		if cfg.KeyLimit > 0 {
+			q.KeyLimit, q.Prefetch = weir.KeyLimit{Key: "args.key", Limit: cfg.KeyLimit}, -1
+		}
 		wcfg.Queues = map[string]weir.QueueConfig{weir.DefaultQueue: q}
 	}
 	var made func(*weir.Client) (func(), error)
@@ -137,7 +140,7 @@ func (s *weirSystem) Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error) 
 	if err != nil {
 		return nil, err
 	}
-	w := &weirClient{c: c}
+	w := &weirClient{c: c, keys: int64(cfg.Keys)}
 	if made != nil {
 		if w.release, err = made(c); err != nil {
 			return nil, err
@@ -148,6 +151,7 @@ func (s *weirSystem) Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error) 
 
 type weirClient struct {
 	c       *weir.Client
+	keys    int64  // ClientConfig.Keys
 	release func() // from WeirConfig.Configure, or nil
 }
 
@@ -161,7 +165,11 @@ func (w *weirClient) Close() {
 func (w *weirClient) InsertMany(ctx context.Context, first int64, n int) error {
 	params := make([]weir.InsertManyParams, n)
 	for i := range params {
-		params[i].Args = NoopArgs{Seq: first + int64(i)}
+		args := NoopArgs{Seq: first + int64(i)}
+		if w.keys > 0 {
+			args.Key = args.Seq%w.keys + 1
+		}
+		params[i].Args = args
 	}
 	_, err := w.c.InsertMany(ctx, params)
 	return err

@@ -188,14 +188,14 @@ func TestBenchEndToEnd(t *testing.T) {
 		"--workloads", "pressure,pressure-clean,scale,scale-mixed,limit", "--batch", "100",
 		"--pressure-rate", "200", "--pressure-duration", "1s", "--scale-jobs", "300", "--scale-procs", "1,2",
 		"--scale-workers", "20", "--scale-rate", "200", "--scale-duration", "1s",
-		"--limit-jobs", "300", "--limit-procs", "2", "--global-limit", "3", "--series-plot", seriesPath)
+		"--limit-jobs", "300", "--limit-procs", "2", "--global-limit", "3", "--key-limit", "2", "--limit-keys", "10", "--series-plot", seriesPath)
 	if r.code != 0 {
 		t.Fatalf("weir bench of the long workloads failed: %v", r)
 	}
 	for _, s := range []string{"W7 snapshot held pickup p99, ms", "W7 clean completed, jobs/s", "W7 snapshot held, 1s pickup p99, ms",
 		"W8 drain by 1 process, jobs/s", "W8 drain by 2 processes, jobs/s", "W8 drain by 2 processes claims, per s",
 		"W8 200/s by 4 processes pickup p99, ms", "W6 drain by 2 processes, no limit, jobs/s",
-		"W6 drain by 2 processes, global limit 3, jobs/s"} {
+		"W6 drain by 2 processes, global limit 3, jobs/s", "W6 drain by 2 processes, 2 per key of 10, jobs/s"} {
 		if !strings.Contains(r.stdout, "\n"+s+" ") {
 			t.Errorf("the table has no row %q:\n%s", s, r.stdout)
 		}

@@ -136,11 +136,17 @@ BEGIN
     SELECT p.global_limit, p.rate_limit, p.key_limit, p.paused_at IS NOT NULL INTO lim, rate, key_lim, paused
     FROM weir_queue p WHERE p.name = q;
     IF lim IS NOT NULL OR rate IS NOT NULL OR key_lim IS NOT NULL THEN
-        -- Read again under the lock: the settings may have changed meanwhile.
+        -- The queue's claims take turns under a transaction-level advisory
+        -- lock named after the schema and the queue, held until the claim
+        -- commits. Unlike a lock on the queue's row, it writes nothing: a
+        -- claim that finds no free slot stays read-only and commits without
+        -- a WAL flush. Read the settings again under it: they may have
+        -- changed meanwhile.
+        PERFORM pg_advisory_xact_lock(hashtextextended(current_schema() || '.' || q, 0));
         SELECT p.global_limit, p.rate_limit, p.rate_period_us, p.rate_tat, p.key_limit, p.key_source, p.key_path,
             p.paused_at IS NOT NULL
         INTO lim, rate, period_us, tat, key_lim, key_src, key_path, paused
-        FROM weir_queue p WHERE p.name = q FOR NO KEY UPDATE;
+        FROM weir_queue p WHERE p.name = q;
     END IF;
     IF paused THEN
         RETURN;
@@ -292,7 +298,9 @@ BEGIN
     END IF;
     IF rate IS NOT NULL THEN
         tat := tat + got * t_us * interval '1 microsecond';
-        UPDATE weir_queue p SET rate_tat = tat WHERE p.name = q;
+        IF got > 0 THEN -- with none, tat is at most now(), as if never moved
+            UPDATE weir_queue p SET rate_tat = tat WHERE p.name = q;
+        END IF;
     END IF;
     IF capped THEN
         marker.attempted_at := now();

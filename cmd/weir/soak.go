@@ -43,7 +43,8 @@ graceful stop (G2), no outcome written by a stale lease (G3), every stop within
 its budget + 100ms (G4), duplicates only of jobs running at a SIGKILL, each
 runnable again within lease + rescue interval, or a leader term after a
 leader's death (G9); with --global-limit N, never more than N of the queue's
-handlers running at once, as the audit trail's times show them (G11). It
+handlers running at once, and with --key-limit N never more than N of one
+key's, as the audit trail's times show them (G11). It
 prints a table on stdout and exits 1 if any check failed.
 
 Faults (--faults, comma-separated; "all" or "none"; default
@@ -110,6 +111,7 @@ func soakFlagSet(hidden bool) (*flag.FlagSet, *soakFlags) {
 	fs.IntVar(&c.Workers, "workers", 3, "worker processes, `K`")
 	fs.IntVar(&c.Concurrency, "concurrency", 16, "handlers at once in each worker")
 	fs.IntVar(&c.GlobalLimit, "global-limit", 0, "the soak queue's global limit, `N` jobs running at once across the workers (0: none), checked as G11")
+	fs.IntVar(&c.KeyLimit, "key-limit", 0, "the soak queue's limit per key, `N` jobs of one key (of 8, drawn at random) running at once across the workers (0: none), checked as G11")
 	fs.Float64Var(&c.Rate, "rate", 100, "jobs inserted per second")
 	fs.StringVar(&f.faults, "faults", defaultSoakFaults, "faults to inject: a comma-separated `LIST`, all or none")
 	fs.DurationVar(&c.RestartEvery, "restart-every", 8*time.Second, "interval of graceful restarts")
@@ -257,7 +259,8 @@ func runSoak(ctx context.Context, e *env, args []string) error {
 func soakWorkerCommand(self string) func(soak.WorkerConfig) *exec.Cmd {
 	return func(w soak.WorkerConfig) *exec.Cmd {
 		cmd := exec.Command(self, "soak", "--worker", "--worker-name", w.Name, "--schema", w.Schema,
-			"--concurrency", strconv.Itoa(w.Concurrency), "--global-limit", strconv.Itoa(w.GlobalLimit), "--lease", w.Lease.String(),
+			"--concurrency", strconv.Itoa(w.Concurrency), "--global-limit", strconv.Itoa(w.GlobalLimit),
+			"--key-limit", strconv.Itoa(w.KeyLimit), "--lease", w.Lease.String(),
 			"--heartbeat", w.Heartbeat.String(), "--rescue", w.Rescue.String(),
 			"--stop-budget", w.StopBudget.String(), "--job-timeout", w.JobTimeout.String())
 		if w.PollOnly {

@@ -28,7 +28,8 @@ type soakSettings struct {
 	// the orchestrator sees it (signal delivery, printing the report, exit).
 	ExitSlack time.Duration
 	// GlobalLimit is the queue's global limit (G11); 0: none, not checked.
-	GlobalLimit int
+	// KeyLimit is its limit per key; 0: none, not checked.
+	GlobalLimit, KeyLimit int
 }
 
 // stopAllowance is what G4 allows past Stop's deadline.
@@ -90,6 +91,8 @@ type finalJob struct {
 	Token       int64
 	AttemptedBy string
 	Attempt     int
+	// Key is the job's args.key, "" when it has none.
+	Key string
 }
 
 // stopReport is what a worker process says about its graceful stop.
@@ -268,8 +271,11 @@ type soakReport struct {
 	// check; G11Unbounded the executions it could not bound (no end, no
 	// lease end).
 	G11Most, G11Unbounded int
-	// GlobalLimit is the run's global limit; 0: none, and G11 not checked.
-	GlobalLimit int
+	// G11KeyMost is the most executions of one key counted at once.
+	G11KeyMost int
+	// GlobalLimit and KeyLimit are the run's global limit and limit per key;
+	// 0: none, and not checked.
+	GlobalLimit, KeyLimit int
 
 	// Failovers counts failover faults; AsyncLost the jobs lost because their
 	// insert returned inside an unreplicated window of an asynchronous one,
@@ -343,17 +349,18 @@ func checkSoak(d *soakData) *soakReport {
 }
 
 // checkG11: under a global limit, at no instant do more of the queue's
-// handlers run than the limit. Each execution counts from its start, which it
-// wrote after its claim committed, to the first of its end, which it wrote
-// before it returned, and the end of its lease, which the trigger wrote in the
-// transaction that ended it (all on the server's clock): within the time its
-// lease held, whose count the claims keep at most the limit. A handler that
-// ran on past the end of its lease is counted only until then, since G11
-// says nothing of it; an execution with neither end is not counted.
+// handlers run than the limit, and under a limit per key, no more of one
+// key's. Each execution counts from its start, which it wrote after its claim
+// committed, to the first of its end, which it wrote before it returned, and
+// the end of its lease, which the trigger wrote in the transaction that ended
+// it (all on the server's clock): within the time its lease held, whose count
+// the claims keep at most the limit. A handler that ran on past the end of
+// its lease is counted only until then, since G11 says nothing of it; an
+// execution with neither end is not counted.
 func (c *checker) checkG11() {
-	limit := c.d.Settings.GlobalLimit
-	c.r.GlobalLimit = limit
-	if limit <= 0 {
+	global, perKey := c.d.Settings.GlobalLimit, c.d.Settings.KeyLimit
+	c.r.GlobalLimit, c.r.KeyLimit = global, perKey
+	if global <= 0 && perKey <= 0 {
 		return
 	}
 	type event struct {
@@ -383,27 +390,56 @@ func (c *checker) checkG11() {
 		}
 		return a.delta - b.delta
 	})
-	running := map[*auditExec]bool{}
-	over := false
+	all := g11Count{what: "of the queue", limit: global, running: map[*auditExec]bool{}}
+	keys := map[string]*g11Count{}
 	for _, ev := range events {
-		if ev.delta > 0 {
-			running[ev.x] = true
-		} else {
-			delete(running, ev.x)
-		}
-		n := len(running)
+		n := all.step(c, ev.x, ev.delta, ev.at)
 		c.r.G11Most = max(c.r.G11Most, n)
-		if n > limit && !over {
-			var names []string
-			for x := range running {
-				names = append(names, fmt.Sprintf("job %d lease %d on %s", x.JobID, x.Token, x.Worker))
-			}
-			slices.Sort(names)
-			c.violate("G11", "%d handlers of the queue ran at once at %s under a global limit of %d: %s",
-				n, ev.at.Format("15:04:05.000000"), limit, strings.Join(names, ", "))
+		if perKey <= 0 {
+			continue
 		}
-		over = n > limit
+		key := ""
+		if j := c.jobs[ev.x.JobID]; j != nil {
+			key = j.Key
+		}
+		k := keys[key]
+		if k == nil {
+			k = &g11Count{what: fmt.Sprintf("of key %q", key), limit: perKey, running: map[*auditExec]bool{}}
+			keys[key] = k
+		}
+		c.r.G11KeyMost = max(c.r.G11KeyMost, k.step(c, ev.x, ev.delta, ev.at))
 	}
+}
+
+// g11Count follows the executions running at once of the queue, or of one
+// key, and reports the first instant of each spell over its limit (0: none).
+type g11Count struct {
+	what    string
+	limit   int
+	running map[*auditExec]bool
+	over    bool
+}
+
+// step applies an execution's start (delta 1) or end (-1) at at, and returns
+// how many run then.
+func (g *g11Count) step(c *checker, x *auditExec, delta int, at time.Time) int {
+	if delta > 0 {
+		g.running[x] = true
+	} else {
+		delete(g.running, x)
+	}
+	n := len(g.running)
+	if g.limit > 0 && n > g.limit && !g.over {
+		var names []string
+		for x := range g.running {
+			names = append(names, fmt.Sprintf("job %d lease %d on %s", x.JobID, x.Token, x.Worker))
+		}
+		slices.Sort(names)
+		c.violate("G11", "%d handlers %s ran at once at %s under a limit of %d: %s",
+			n, g.what, at.Format("15:04:05.000000"), g.limit, strings.Join(names, ", "))
+	}
+	g.over = g.limit > 0 && n > g.limit
+	return n
 }
 
 // checkPeriodic checks that the every-second periodic job fired each slot

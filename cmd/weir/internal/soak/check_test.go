@@ -442,6 +442,55 @@ func TestSoakCheckG9LeaderKilled(t *testing.T) {
 	}
 }
 
+// TestSoakCheckKeyLimit: under a limit per key, the clean log's jobs 4 and 5
+// (key a), which run at once around 11 s beside job 6 (key b), pass a limit
+// of 2 per key and break a limit of 1 per key, once, naming key a's
+// executions; jobs without a key count under the empty key.
+func TestSoakCheckKeyLimit(t *testing.T) {
+	t.Parallel()
+	keyed := func() *soakData {
+		d := cleanSoak()
+		for i := range d.Jobs {
+			switch d.Jobs[i].ID {
+			case 4, 5:
+				d.Jobs[i].Key = "a"
+			case 6:
+				d.Jobs[i].Key = "b"
+			}
+		}
+		return d
+	}
+	d := keyed()
+	d.Settings.KeyLimit = 2
+	r := checkSoak(d)
+	for _, v := range r.Violations {
+		t.Errorf("2 per key: %s: %s", v.Guarantee, v.Msg)
+	}
+	if r.G11KeyMost != 2 || r.KeyLimit != 2 {
+		t.Errorf("2 per key: most of one key %d, limit %d; want 2, 2", r.G11KeyMost, r.KeyLimit)
+	}
+
+	d = keyed()
+	d.Settings.KeyLimit = 1
+	r = checkSoak(d)
+	if n := r.byGuarantee("G11"); n < 1 {
+		t.Fatalf("1 per key: no G11 violation: %+v", r.Violations)
+	}
+	found := false
+	for _, v := range r.Violations {
+		if v.Guarantee == "G11" && strings.Contains(v.Msg, `2 handlers of key "a" ran at once`) &&
+			strings.Contains(v.Msg, "job 4 lease") && strings.Contains(v.Msg, "job 5 lease") {
+			found = true
+		}
+		if v.Guarantee == "G11" && strings.Contains(v.Msg, `of key "b"`) {
+			t.Errorf("1 per key: key b ran one at a time: %s", v.Msg)
+		}
+	}
+	if !found {
+		t.Errorf("1 per key: no violation names key a's two executions: %+v", r.Violations)
+	}
+}
+
 // TestSoakCheckGlobalLimit: under a global limit, the clean log's executions
 // (at most 3 at once: jobs 4, 5 and 6 around 11 s, job 5 bounded by its
 // lease's end since its handler recorded none) pass a limit of 3 and break a

@@ -84,6 +84,9 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 		row("most handlers of the queue at once (G11)", fmt.Sprintf("%d, global limit %d (%d executions without an end not counted)",
 			r.G11Most, limit, r.G11Unbounded))
 	}
+	if limit := r.KeyLimit; limit > 0 {
+		row("most handlers of one key at once (G11)", fmt.Sprintf("%d, limit %d per key", r.G11KeyMost, limit))
+	}
 	row("worst kill to runnable again (G9)", fmt.Sprintf("%s over %d jobs", r.WorstRerun.Round(time.Millisecond), r.G9Checked))
 	row("  the same with a database fault or a pause in between (not bounded)", fmt.Sprintf("%s over %d jobs",
 		r.WorstRerunFaulted.Round(time.Millisecond), r.G9Faulted))
@@ -102,10 +105,10 @@ func printSoakTable(w io.Writer, r *soakReport, budget time.Duration, insertErro
 		{"G4", "every stop within budget + 100ms"},
 		{"G9", "duplicates only after a kill, runnable within the bound"},
 		{"G10", "each periodic slot fired once, none missing"},
-		{"G11", "never more handlers at once than the global limit"},
+		{"G11", "never more handlers at once than the global limit, nor of one key than its limit"},
 		{"RUN", "no worker died on its own"},
 	} {
-		if g.id == "G11" && r.GlobalLimit == 0 {
+		if g.id == "G11" && r.GlobalLimit == 0 && r.KeyLimit == 0 {
 			continue // no limit: nothing to check
 		}
 		result := "ok"

@@ -50,6 +50,12 @@ type WorkerSettings struct {
 	// every worker declares: at most that many of its jobs running at once
 	// across the workers (G11). 0: none. At most weirdriver.MaxGlobalLimit.
 	GlobalLimit int
+	// KeyLimit, when positive, is the soak queue's limit per key, which
+	// every worker declares: at most that many of its jobs with the same
+	// args.key (1 to soakKeys, drawn at random) running at once across the
+	// workers (G11). 0: none, and the jobs have no key. At most
+	// weirdriver.MaxKeyLimit.
+	KeyLimit int
 	// Lease, Heartbeat and Rescue are the workers' lease duration, heartbeat
 	// interval and rescue interval; Lease is at least 3 × Heartbeat.
 	Lease, Heartbeat, Rescue time.Duration
@@ -158,6 +164,9 @@ func (s *WorkerSettings) Validate() error {
 	}
 	if s.GlobalLimit < 0 || s.GlobalLimit > weirdriver.MaxGlobalLimit {
 		return fmt.Errorf("--global-limit %d is outside 0..%d", s.GlobalLimit, weirdriver.MaxGlobalLimit)
+	}
+	if s.KeyLimit < 0 || s.KeyLimit > weirdriver.MaxKeyLimit {
+		return fmt.Errorf("--key-limit %d is outside 0..%d", s.KeyLimit, weirdriver.MaxKeyLimit)
 	}
 	return nil
 }
@@ -422,6 +431,7 @@ func (s *soakRun) settingsJSON() string {
 		"lease": cfg.Lease.String(), "heartbeat": cfg.Heartbeat.String(), "rescue": cfg.Rescue.String(),
 		"stop_budget": cfg.StopBudget.String(), "job_timeout": cfg.JobTimeout.String(), "seed": s.seed,
 		"pgbouncer": cfg.PgBouncer, "poll_only": cfg.PollOnly, "global_limit": cfg.GlobalLimit,
+		"key_limit": cfg.KeyLimit,
 	})
 	return string(b)
 }
@@ -937,6 +947,18 @@ func (s *soakRun) produce(ctx context.Context) {
 
 // probeArgs draws a job from the mix. docs/reliability.md lists it.
 func (s *soakRun) probeArgs(rng *rand.Rand) soakProbeArgs {
+	args := s.probeMode(rng)
+	if s.cfg.KeyLimit > 0 {
+		args.Key = 1 + rng.IntN(soakKeys)
+	}
+	return args
+}
+
+// soakKeys is how many keys the jobs have under --key-limit.
+const soakKeys = 8
+
+// probeMode draws what a job does from the mix.
+func (s *soakRun) probeMode(rng *rand.Rand) soakProbeArgs {
 	budget := int(s.cfg.StopBudget.Milliseconds())
 	x := rng.Float64()
 	switch {
@@ -1108,15 +1130,15 @@ func (s *soakRun) collect(ctx context.Context) (*soakData, error) {
 	cfg := s.cfg
 	d := &soakData{Settings: soakSettings{
 		Lease: cfg.Lease, Heartbeat: cfg.Heartbeat, Rescue: cfg.Rescue, StopBudget: cfg.StopBudget,
-		G9Slack: cfg.G9Slack, ExitSlack: time.Second, GlobalLimit: cfg.GlobalLimit,
+		G9Slack: cfg.G9Slack, ExitSlack: time.Second, GlobalLimit: cfg.GlobalLimit, KeyLimit: cfg.KeyLimit,
 	}}
 	table := func(name string) string { return pgx.Identifier{cfg.Schema, name}.Sanitize() }
 	var err error
-	d.Jobs, err = queryRows(ctx, s.pool, "SELECT id, state, lease_token, coalesce(attempted_by, ''), attempt FROM "+table("weir_job")+
+	d.Jobs, err = queryRows(ctx, s.pool, "SELECT id, state, lease_token, coalesce(attempted_by, ''), attempt, coalesce(args->>'key', '') FROM "+table("weir_job")+
 		" WHERE queue = '"+soakQueue+"'",
 		func(r pgx.CollectableRow) (finalJob, error) {
 			var j finalJob
-			err := r.Scan(&j.ID, &j.State, &j.Token, &j.AttemptedBy, &j.Attempt)
+			err := r.Scan(&j.ID, &j.State, &j.Token, &j.AttemptedBy, &j.Attempt, &j.Key)
 			return j, err
 		})
 	if err != nil {

@@ -72,6 +72,8 @@ const (
 type soakProbeArgs struct {
 	Mode string `json:"mode"`
 	MS   int    `json:"ms"`
+	// Key is the job's key under the queue's limit per key; 0: none.
+	Key int `json:"key,omitempty"`
 }
 
 func (soakProbeArgs) Kind() string { return "weir.soak.probe" }
@@ -349,7 +351,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout, s
 	client, err := weir.NewClient(driver, &weir.Config{
 		ID:                 cfg.Name,
 		Workers:            workers,
-		Queues:             map[string]weir.QueueConfig{soakQueue: {MaxWorkers: cfg.Concurrency, GlobalLimit: cfg.GlobalLimit}},
+		Queues:             map[string]weir.QueueConfig{soakQueue: soakQueueConfig(cfg.WorkerSettings)},
 		PeriodicJobs:       []weir.PeriodicJob{soakPeriodic},
 		Logger:             slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		LeaseDuration:      cfg.Lease,
@@ -432,4 +434,14 @@ func unwrittenJobs(stopErr string) []int64 {
 		}
 	}
 	return ids
+}
+
+// soakQueueConfig is the soak queue's configuration in every worker: its
+// handlers, and the limits the run checks (G11).
+func soakQueueConfig(s WorkerSettings) weir.QueueConfig {
+	q := weir.QueueConfig{MaxWorkers: s.Concurrency, GlobalLimit: s.GlobalLimit}
+	if s.KeyLimit > 0 {
+		q.KeyLimit = weir.KeyLimit{Key: "args.key", Limit: s.KeyLimit}
+	}
+	return q
 }

@@ -114,6 +114,7 @@ DECLARE
     key_src text;
     key_path text[];
     busy_keys jsonb;
+    taken jsonb := '{}';
     cand record;
     seen integer := 0;
     used integer;
@@ -171,44 +172,58 @@ BEGIN
     END IF;
     IF n > 0 AND key_lim IS NOT NULL THEN
         -- The running jobs of each key, counted, like the global limit's, on
-        -- a snapshot taken after the lock.
+        -- a snapshot taken after the lock; taken counts the jobs this claim
+        -- takes, by key (a small object: busy_keys may hold thousands).
         SELECT coalesce(jsonb_object_agg(b.k, b.c), '{}') INTO busy_keys FROM (
             SELECT weir_job_key(key_src, key_path, j.args, j.metadata) AS k, count(*) AS c
             FROM weir_job j WHERE j.queue = q AND j.state = 'running' GROUP BY 1) b;
-        -- First the head of the queue: its first 2n + 10 due rows in claim
-        -- order, whatever their key hint, each taken while its job's key (the
-        -- truth, not the hint) has a free slot.
+        -- First the head of the queue: its first 4n + 500 due rows in claim
+        -- order. Those whose key hint names a key without a free slot are
+        -- passed over on the list alone (counted, for the claim's answer);
+        -- each of the rest is taken while its job's key (the truth, not the
+        -- hint) has a free slot.
         FOR cand IN
             SELECT c.part, c.row_id, c.job_id, j.id AS available,
-                weir_job_key(key_src, key_path, j.args, j.metadata) AS k
-            FROM (SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id, r.priority, r.scheduled_at
-                FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
-                ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 2 * n + 10) c
+                weir_job_key(key_src, key_path, j.args, j.metadata) AS k, c.window_rows, c.window_full
+            FROM (SELECT h.*, count(*) OVER () AS window_rows, count(*) FILTER (WHERE h.full_hint) OVER () AS window_full
+                FROM (SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id, r.priority, r.scheduled_at,
+                        r.key IS NOT NULL AND coalesce((busy_keys ->> r.key)::integer, 0) >= key_lim AS full_hint
+                    FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
+                    ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 4 * n + 500) h) c
             LEFT JOIN weir_job j ON j.id = c.job_id
                 AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
+            WHERE NOT c.full_hint
             ORDER BY c.priority, c.scheduled_at, c.job_id
         LOOP
-            seen := seen + 1;
+            seen := cand.window_rows;
+            capped := capped OR cand.window_full > 0;
             IF cand.available IS NULL OR cand.job_id = ANY(picked_ids) THEN
                 drop_parts := drop_parts || cand.part; -- a stale hint, or a second
                 drop_rows := drop_rows || cand.row_id;
             ELSIF cardinality(picked_ids) < n THEN
-                used := coalesce((busy_keys ->> cand.k)::integer, 0);
+                used := coalesce((busy_keys ->> cand.k)::integer, 0) + coalesce((taken ->> cand.k)::integer, 0);
                 IF used >= key_lim THEN
                     capped := true;
                 ELSE
-                    busy_keys := jsonb_set(busy_keys, ARRAY[cand.k], to_jsonb(used + 1));
+                    taken := jsonb_set(taken, ARRAY[cand.k], to_jsonb(coalesce((taken ->> cand.k)::integer, 0) + 1));
                     picked_ids := picked_ids || cand.job_id;
                     drop_parts := drop_parts || cand.part;
                     drop_rows := drop_rows || cand.row_id;
                 END IF;
             END IF;
         END LOOP;
+        IF seen = 0 THEN
+            -- No row of the head could be taken: were there any, all of keys
+            -- without a free slot?
+            SELECT count(*) INTO seen FROM (SELECT 1 FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
+                ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 4 * n + 500) h;
+            capped := capped OR seen > 0;
+        END IF;
         -- When keys without a free slot fill the head and there may be more,
         -- each other key's first due rows, as many as it has free slots,
         -- found by a skip scan of weir_ready_key_idx over the keys with rows
         -- in the list: a key's backlog does not hide another key's jobs.
-        IF cardinality(picked_ids) < n AND seen = 2 * n + 10 THEN
+        IF cardinality(picked_ids) < n AND seen = 4 * n + 500 THEN
             FOR cand IN
                 WITH RECURSIVE keys(k) AS (
                     (SELECT r.key FROM weir_ready r WHERE r.queue = q AND r.key IS NOT NULL ORDER BY r.key LIMIT 1)
@@ -217,8 +232,8 @@ BEGIN
                     FROM keys WHERE keys.k IS NOT NULL
                 ),
                 free AS (
-                    SELECT keys.k, least(key_lim - coalesce((busy_keys ->> keys.k)::integer, 0),
-                        n - cardinality(picked_ids)) AS slots
+                    SELECT keys.k, least(key_lim - coalesce((busy_keys ->> keys.k)::integer, 0)
+                        - coalesce((taken ->> keys.k)::integer, 0), n - cardinality(picked_ids)) AS slots
                     FROM keys WHERE keys.k IS NOT NULL
                 )
                 SELECT c.part, c.row_id, c.job_id, j.id AS available,
@@ -244,11 +259,11 @@ BEGIN
                     drop_parts := drop_parts || cand.part;
                     drop_rows := drop_rows || cand.row_id;
                 ELSIF cardinality(picked_ids) < n THEN
-                    used := coalesce((busy_keys ->> cand.k)::integer, 0);
+                    used := coalesce((busy_keys ->> cand.k)::integer, 0) + coalesce((taken ->> cand.k)::integer, 0);
                     IF used >= key_lim THEN
                         capped := true; -- a stale hint's key, full
                     ELSE
-                        busy_keys := jsonb_set(busy_keys, ARRAY[cand.k], to_jsonb(used + 1));
+                        taken := jsonb_set(taken, ARRAY[cand.k], to_jsonb(coalesce((taken ->> cand.k)::integer, 0) + 1));
                         picked_ids := picked_ids || cand.job_id;
                         drop_parts := drop_parts || cand.part;
                         drop_rows := drop_rows || cand.row_id;

@@ -243,7 +243,7 @@ func (e *engine) start(ctx context.Context) error {
 			}
 		}
 		if k := p.cfg.KeyLimit; k != (KeyLimit{}) {
-			if err := p.exec.QueueSetKeyLimit(ctx, name, k.Key, k.Limit); err != nil {
+			if err := p.exec.QueueSetKeyLimit(ctx, name, k.params()); err != nil {
 				return fmt.Errorf("weir: start: %w", err)
 			}
 		}

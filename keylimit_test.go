@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirdriver"
 )
 
 // keyGauge counts the handlers running per key and keeps the most seen at
@@ -196,14 +197,80 @@ func TestParseKeyLimit(t *testing.T) {
 		"none":                   {},
 		"args.customer_id:2":     {Key: "args.customer_id", Limit: 2},
 		"metadata.tenant.id:100": {Key: "metadata.tenant.id", Limit: 100},
+		"args.customer_id:10/1s": {Key: "args.customer_id", Rate: weir.RateLimit{Limit: 10, Period: time.Second}},
+		"args.c:2,600/1m":        {Key: "args.c", Limit: 2, Rate: weir.RateLimit{Limit: 600, Period: time.Minute}},
 	} {
-		if got, err := weir.ParseKeyLimit(in); err != nil || got != want {
-			t.Errorf("ParseKeyLimit(%q) = %v, %v; want %v", in, got, err, want)
+		if got, err := weir.ParseKeyLimit(in); err != nil || got != want || got.String() != in {
+			t.Errorf("ParseKeyLimit(%q) = %v (%s), %v; want %v", in, got, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "2", "args.a", "args.a:", "args.a:0", "args.a:1000001", "args.a:x", "tenant:2", "args.:2", "args.a.b.c.d.e.f.g.h.i:2"} {
+	for _, in := range []string{"", "2", "args.a", "args.a:", "args.a:0", "args.a:1000001", "args.a:x", "tenant:2", "args.:2", "args.a.b.c.d.e.f.g.h.i:2",
+		"args.a:2,", "args.a:2,x/1s", "args.a:0/1s", "args.a:2/0s", "args.a:,10/1s", "args.a:10/1s,2"} {
 		if got, err := weir.ParseKeyLimit(in); err == nil {
 			t.Errorf("ParseKeyLimit(%q) = %v, no error", in, got)
 		}
 	}
+}
+
+// TestKeyRateLimitClients: three clients on a queue limited to 20 starts a
+// second per customer work 40 jobs of each of two customers; by the jobs'
+// attempted_at, no customer ever had more than W/T + burst starts within an
+// interval of W, while the two customers ran side by side.
+func TestKeyRateLimitClients(t *testing.T) {
+	t.Parallel()
+	const each = 40
+	rate := weir.RateLimit{Limit: 20, Period: time.Second}
+	b := setup(t, nil)
+	var params []weir.InsertManyParams
+	for _, name := range []string{"a", "b"} {
+		for range each {
+			params = append(params, weir.InsertManyParams{Args: probeArgs{Name: name}, InsertOpts: &weir.InsertOpts{Queue: "key-rated"}})
+		}
+	}
+	if _, err := b.client.InsertMany(testCtx(t), params); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		cfg := fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }),
+			map[string]weir.QueueConfig{"key-rated": {MaxWorkers: 10, KeyLimit: weir.KeyLimit{Key: "args.name", Rate: rate}}})
+		cfg.ID = fmt.Sprintf("key-rated-%d", i)
+		b.startOwnPool(t, cfg)
+	}
+	waitFor(t, time.Minute, "every job to complete", func() bool { return b.count(t, "state = 'completed'") == 2*each })
+
+	tick := rate.Period / time.Duration(rate.Limit)
+	burst := weirdriver.RateBurst(rate.Limit, rate.Period)
+	var spans []string
+	for _, name := range []string{"a", "b"} {
+		var at []time.Time
+		rows, err := b.pool.Query(testCtx(t), "SELECT attempted_at FROM "+b.schema+".weir_job WHERE args->>'name' = $1 ORDER BY attempted_at", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var a time.Time
+			if err := rows.Scan(&a); err != nil {
+				t.Fatal(err)
+			}
+			at = append(at, a)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []time.Duration{200 * time.Millisecond, time.Second} {
+			most := 0
+			for i := range at {
+				j := i
+				for j < len(at) && at[j].Sub(at[i]) < w {
+					j++
+				}
+				most = max(most, j-i)
+			}
+			if bound := int(w/tick) + burst; most > bound {
+				t.Errorf("customer %s: %d starts within %s under %s a customer: the bound is %d", name, most, w, rate, bound)
+			}
+		}
+		spans = append(spans, fmt.Sprintf("%s from %s to %s", name, at[0].Format("05.000"), at[len(at)-1].Format("05.000")))
+	}
+	t.Logf("%d jobs of each customer under %s a customer: %v", each, rate, spans)
 }

@@ -403,6 +403,19 @@ func (c *Client) QueueSetRateLimit(ctx context.Context, name string, limit RateL
 	return nil
 }
 
+// QueueKeyLimit returns the limits per key of the queue q lists, the zero
+// KeyLimit when it has none.
+func QueueKeyLimit(q *QueueStats) KeyLimit {
+	if q.Key == "" {
+		return KeyLimit{}
+	}
+	k := KeyLimit{Key: q.Key, Limit: q.KeyLimit}
+	if q.KeyRate > 0 {
+		k.Rate = RateLimit{Limit: q.KeyRate, Period: q.KeyRatePeriod}
+	}
+	return k
+}
+
 // QueueSetKeyLimit sets the most jobs of queue name with the same key that
 // may run at once across every client on the database (see KeyLimit), or
 // removes the limit (the zero KeyLimit). It takes effect at the next claim of
@@ -415,7 +428,7 @@ func (c *Client) QueueSetKeyLimit(ctx context.Context, name string, limit KeyLim
 		}
 	}
 	err := c.queueOp(ctx, name, func(e weirdriver.Executor, ctx context.Context, name string) error {
-		return e.QueueSetKeyLimit(ctx, name, limit.Key, limit.Limit)
+		return e.QueueSetKeyLimit(ctx, name, limit.params())
 	})
 	if err != nil {
 		return err

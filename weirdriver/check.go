@@ -276,22 +276,28 @@ func keyField(f string) bool {
 	return true
 }
 
-// CheckKeyLimit checks a queue's new limit per key: limit 0 (none, key
-// ignored) or 1 to MaxKeyLimit with a key ParseKey accepts, for a queue name
-// of 1 to 128 bytes.
-func CheckKeyLimit(name, key string, limit int) error {
+// CheckKeyLimit checks a queue's new limits per key, for a queue name of 1
+// to 128 bytes: the zero KeyLimitParams (none), or a key ParseKey accepts
+// with a limit of 0 (none) or 1 to MaxKeyLimit running and a rate as
+// CheckRateLimit takes it, not both none.
+func CheckKeyLimit(name string, p KeyLimitParams) error {
 	if err := checkQueueName(name); err != nil {
 		return err
 	}
-	if limit < 0 || limit > MaxKeyLimit {
-		return fmt.Errorf("key limit %d is out of range: 0 (none) to %d", limit, MaxKeyLimit)
+	if err := CheckRateLimit(name, p.Rate, p.RatePeriod); err != nil {
+		return fmt.Errorf("key %w", err)
 	}
-	if limit > 0 {
-		if _, _, err := ParseKey(key); err != nil {
-			return err
-		}
+	if p.Limit < 0 || p.Limit > MaxKeyLimit {
+		return fmt.Errorf("key limit %d is out of range: 0 (none) to %d", p.Limit, MaxKeyLimit)
 	}
-	return nil
+	if p == (KeyLimitParams{}) {
+		return nil
+	}
+	if p.Limit == 0 && p.Rate == 0 {
+		return fmt.Errorf("key %q has neither a limit nor a rate", p.Key)
+	}
+	_, _, err := ParseKey(p.Key)
+	return err
 }
 
 // checkQueueName checks the name of a queue whose settings change: 1 to 128

@@ -222,11 +222,12 @@ type Executor interface {
 	// across every client (limit 1 to MaxRateLimit, period CheckRateLimit's
 	// range), spread evenly, or removes the limit (limit 0, period ignored).
 	QueueSetRateLimit(ctx context.Context, name string, limit int, period time.Duration) error
-	// QueueSetKeyLimit sets the most jobs of a queue with the same key that
-	// may run at once across every client (limit 1 to MaxKeyLimit), a job's
-	// key being the value of the field key names (ParseKey) as text, or
-	// removes the limit (limit 0, key ignored).
-	QueueSetKeyLimit(ctx context.Context, name, key string, limit int) error
+	// QueueSetKeyLimit sets a queue's limits per key (CheckKeyLimit), a
+	// job's key being the value of the field params.Key names (ParseKey) as
+	// text: the most jobs with the same key running at once across every
+	// client, and the most started per period, spread evenly. The zero
+	// KeyLimitParams removes them.
+	QueueSetKeyLimit(ctx context.Context, name string, params KeyLimitParams) error
 
 	// The worker runtime's statements. Every write about a running job is fenced:
 	// it applies only while the job is running under the given lease token, and a
@@ -430,6 +431,18 @@ type JobListParams struct {
 	Limit  int
 }
 
+// KeyLimitParams are a queue's limits per key (Executor.QueueSetKeyLimit).
+type KeyLimitParams struct {
+	// Key names the field whose value is a job's key (ParseKey).
+	Key string
+	// Limit is the most running jobs per key, 0 for none.
+	Limit int
+	// Rate jobs per RatePeriod is the most started per key, spread evenly,
+	// 0 for none.
+	Rate       int
+	RatePeriod time.Duration
+}
+
 // QueueStats counts a queue's jobs by state.
 type QueueStats struct {
 	Name   string
@@ -445,10 +458,13 @@ type QueueStats struct {
 	// none.
 	RateLimit  int
 	RatePeriod time.Duration
-	// KeyLimit is the queue's limit per key, 0 when it has none, and Key
-	// the field that keys it.
-	KeyLimit int
-	Key      string
+	// KeyLimit is the queue's limit of running jobs per key and KeyRate per
+	// KeyRatePeriod its rate limit per key, 0 when it has none; Key is the
+	// field that keys them, "" when it has neither.
+	KeyLimit      int
+	KeyRate       int
+	KeyRatePeriod time.Duration
+	Key           string
 	// Estimated marks the states whose count is an estimate
 	// (Executor.QueueListEstimated); the other counts are exact. Nil when
 	// every count is exact.

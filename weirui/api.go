@@ -495,10 +495,12 @@ type rateJSON struct {
 	Period string `json:"period"`
 }
 
-// keyLimitJSON is a key limit: at most limit jobs running per value of key.
+// keyLimitJSON is a queue's limits per value of key: at most limit jobs
+// running (0: none) and a rate (null: none).
 type keyLimitJSON struct {
-	Key   string `json:"key"`
-	Limit int    `json:"limit"`
+	Key   string    `json:"key"`
+	Limit int       `json:"limit"`
+	Rate  *rateJSON `json:"rate"`
 }
 
 func queueOf(q *weir.QueueStats) queueJSON {
@@ -510,8 +512,11 @@ func queueOf(q *weir.QueueStats) queueJSON {
 	if q.RateLimit > 0 {
 		out.RateLimit = &rateJSON{Limit: q.RateLimit, Period: q.RatePeriod.String()}
 	}
-	if q.KeyLimit > 0 {
+	if q.Key != "" {
 		out.KeyLimit = &keyLimitJSON{Key: q.Key, Limit: q.KeyLimit}
+		if q.KeyRate > 0 {
+			out.KeyLimit.Rate = &rateJSON{Limit: q.KeyRate, Period: q.KeyRatePeriod.String()}
+		}
 	}
 	for _, s := range weirtype.JobStates() {
 		out.Counts[s] = q.Counts[s]

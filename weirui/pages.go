@@ -40,6 +40,7 @@ var funcs = template.FuncMap{
 	"pretty":    pretty,
 	"states":    weirtype.JobStates,
 	"count":     func(q *weir.QueueStats, s weirtype.JobState) int64 { return q.Counts[s] },
+	"keyLimit":  func(q *weir.QueueStats) string { return weir.QueueKeyLimit(q).String() },
 	"estimated": func(q *weir.QueueStats, s weirtype.JobState) bool { return q.Estimated[s] },
 	"anyEstimated": func(queues []*weir.QueueStats) bool {
 		for _, q := range queues {

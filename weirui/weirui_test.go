@@ -476,7 +476,7 @@ func TestOperatorMutates(t *testing.T) {
 	if r := e.do(t, "GET", "/api/v1/queues", nil, otto); !strings.Contains(r.body, `"key_limit": {`) || !strings.Contains(r.body, `"key": "args.customer_id"`) {
 		t.Errorf("queues with a key limit: %s", r.body)
 	}
-	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, "2 per <code>args.customer_id</code>") {
+	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, "<code>args.customer_id:2</code>") {
 		t.Errorf("queues page with a key limit: %s", r.body)
 	}
 	// Schedules: none is registered.

@@ -29,7 +29,7 @@ const queuesSynopsis = `Usage:
     weir queues pause  NAME [--create]
     weir queues resume NAME
     weir queues set    NAME [--global-limit N|none] [--rate N/PERIOD|none]
-                            [--key-limit KEY:N|none] [--create]
+                            [--key-limit KEY:N|KEY:N/PERIOD|KEY:N,N/PERIOD|none] [--create]
 
 Each action also takes --database-url URL and --schema NAME.
 
@@ -48,8 +48,9 @@ client's next claim, and stops no running job. set --rate N/PERIOD (such as
 50/1s or 1000/1m) lets at most N jobs start per PERIOD (1ms to 24h) across
 every client, spread evenly; none removes it. set --key-limit KEY:N (such as
 args.customer_id:2) lets at most N (1 to 1,000,000) jobs with the same value
-of that field of their args or metadata run at once across every client; none
-removes it. A client started later that
+of that field of their args or metadata run at once across every client;
+KEY:N/PERIOD lets at most N of them start per PERIOD, spread evenly; KEY:N,M/PERIOD
+sets both; none removes them. A client started later that
 declares a limit for the queue in its configuration stores its own. An unknown
 queue is refused as for pause, unless --create is given.
 `
@@ -83,7 +84,7 @@ func queuesFlags(action string) (*flag.FlagSet, *queuesOpts) {
 	case "set":
 		fs.StringVar(&o.globalLimit, "global-limit", "", "the most jobs of the queue running at once across every client, 1 to 1000000, or none")
 		fs.StringVar(&o.rate, "rate", "", "the most jobs of the queue started per period across every client, `N/PERIOD` (50/1s), or none")
-		fs.StringVar(&o.keyLimit, "key-limit", "", "the most jobs of the queue with the same key running at once across every client, `KEY:N` (args.customer_id:2), or none")
+		fs.StringVar(&o.keyLimit, "key-limit", "", "the most jobs of the queue with the same key running at once, started per period, or both, across every client: `KEY:N`, KEY:N/PERIOD or KEY:N,N/PERIOD (args.customer_id:2,10/1s), or none")
 		fs.BoolVar(&o.create, "create", false, "set the limit even if weir does not know the queue yet")
 	}
 	return fs, o
@@ -260,10 +261,24 @@ type rateJSON struct {
 	Period string `json:"period"`
 }
 
-// keyLimitJSON is a key limit: at most limit jobs running per value of key.
+// keyLimitJSON is a queue's limits per value of key: at most limit jobs
+// running (0: none) and a rate (null: none).
 type keyLimitJSON struct {
-	Key   string `json:"key"`
-	Limit int    `json:"limit"`
+	Key   string    `json:"key"`
+	Limit int       `json:"limit"`
+	Rate  *rateJSON `json:"rate"`
+}
+
+// keyLimitOf is q's limits per key as JSON, nil when it has none.
+func keyLimitOf(q *weir.QueueStats) *keyLimitJSON {
+	if q.Key == "" {
+		return nil
+	}
+	out := &keyLimitJSON{Key: q.Key, Limit: q.KeyLimit}
+	if q.KeyRate > 0 {
+		out.Rate = &rateJSON{Limit: q.KeyRate, Period: q.KeyRatePeriod.String()}
+	}
+	return out
 }
 
 func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, client *weir.Client) error {
@@ -282,9 +297,7 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 			if q.RateLimit > 0 {
 				out[i].RateLimit = &rateJSON{Limit: q.RateLimit, Period: q.RatePeriod.String()}
 			}
-			if q.KeyLimit > 0 {
-				out[i].KeyLimit = &keyLimitJSON{Key: q.Key, Limit: q.KeyLimit}
-			}
+			out[i].KeyLimit = keyLimitOf(q)
 			for _, s := range states {
 				out[i].Counts[s] = q.Counts[s]
 			}
@@ -315,8 +328,8 @@ func queuesList(ctx context.Context, e *env, fs *flag.FlagSet, o *queuesOpts, cl
 			rate = weir.RateLimit{Limit: q.RateLimit, Period: q.RatePeriod}.String()
 		}
 		keyLimit := "-"
-		if q.KeyLimit > 0 {
-			keyLimit = termSafe(weir.KeyLimit{Key: q.Key, Limit: q.KeyLimit}.String())
+		if q.Key != "" {
+			keyLimit = termSafe(weir.QueueKeyLimit(q).String())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", termSafe(q.Name), paused, limit, rate, keyLimit)
 		for _, s := range states {

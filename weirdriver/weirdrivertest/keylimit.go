@@ -15,9 +15,17 @@ import (
 
 func setKeyLimit(t *testing.T, d weirdriver.Driver, queue, key string, limit int) {
 	t.Helper()
-	if err := d.Executor().QueueSetKeyLimit(ctx(t), queue, key, limit); err != nil {
+	if err := d.Executor().QueueSetKeyLimit(ctx(t), queue, keyLimit(key, limit)); err != nil {
 		t.Fatalf("set the key limit of %s to %s:%d: %v", queue, key, limit, err)
 	}
+}
+
+// keyLimit is a limit of limit running jobs per key, or none when limit is 0.
+func keyLimit(key string, limit int) weirdriver.KeyLimitParams {
+	if limit == 0 {
+		return weirdriver.KeyLimitParams{}
+	}
+	return weirdriver.KeyLimitParams{Key: key, Limit: limit}
 }
 
 // insertKeyed inserts n jobs of queue whose args are args.
@@ -193,12 +201,76 @@ func testKeyLimitRejectsBadInput(t *testing.T, d weirdriver.Driver) {
 		{"", "args.customer", 3, "queue is empty"},
 		{long, "args.customer", 3, "queue name"},
 	} {
-		err := d.Executor().QueueSetKeyLimit(ctx(t), c.queue, c.key, c.limit)
+		err := d.Executor().QueueSetKeyLimit(ctx(t), c.queue, keyLimit(c.key, c.limit))
 		if err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("key limit %s:%d of queue %.20q: %v; want an error saying %q", c.key, c.limit, c.queue, err, c.says)
 		}
 	}
-	if q := queueStats(t, d, "bad-key"); q == nil || q.KeyLimit != 4 || q.Key != "args.customer" {
+	for _, c := range []struct {
+		p    weirdriver.KeyLimitParams
+		says string
+	}{
+		{weirdriver.KeyLimitParams{Key: "args.customer", Rate: -1, RatePeriod: time.Second}, "rate limit -1 is out of range"},
+		{weirdriver.KeyLimitParams{Key: "args.customer", Rate: 5}, "rate period 0s is out of range"},
+		{weirdriver.KeyLimitParams{Key: "args.customer", Rate: 5, RatePeriod: 25 * time.Hour}, "rate period 25h0m0s is out of range"},
+		{weirdriver.KeyLimitParams{Key: "args.customer"}, "neither a limit nor a rate"},
+		{weirdriver.KeyLimitParams{Key: "customer", Rate: 5, RatePeriod: time.Second}, "args. or metadata."},
+	} {
+		err := d.Executor().QueueSetKeyLimit(ctx(t), "bad-key", c.p)
+		if err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("key limits %+v: %v; want an error saying %q", c.p, err, c.says)
+		}
+	}
+	if q := queueStats(t, d, "bad-key"); q == nil || q.KeyLimit != 4 || q.Key != "args.customer" || q.KeyRate != 0 {
 		t.Fatalf("queue after refused changes: %+v", q)
+	}
+}
+
+// testKeyRateLimit: a queue with a rate limit per key leases at most each
+// key's burst at once and says when the next is due; executors racing for a
+// while never lease more of one key within an interval of W (by the claims'
+// times) than W/T + burst, each key at its own rate; bad input is refused
+// (testKeyLimitRejectsBadInput); removing the limit lets the rest go.
+func testKeyRateLimit(t *testing.T, d weirdriver.Driver) {
+	const limit, period = 100, time.Second // T = 10 ms a key; burst 2 + 1 = 3
+	burst := weirdriver.RateBurst(limit, period)
+	insertKeyed(t, d, "key-rated", `{"customer": "a"}`, 150)
+	insertKeyed(t, d, "key-rated", `{"customer": "b"}`, 150)
+	rate := weirdriver.KeyLimitParams{Key: "args.customer", Rate: limit, RatePeriod: period}
+	if err := d.Executor().QueueSetKeyLimit(ctx(t), "key-rated", rate); err != nil {
+		t.Fatal(err)
+	}
+	if q := queueStats(t, d, "key-rated"); q == nil || q.KeyRate != limit || q.KeyRatePeriod != period || q.KeyLimit != 0 || q.Key != "args.customer" {
+		t.Fatalf("queue listed as %+v", q)
+	}
+	first, lim := claimRated(t, d, "key-rated", 100, time.Minute)
+	if got := byCustomer(t, first); got["a"] != burst || got["b"] != burst || !lim.Limited || lim.Wait <= 0 || lim.Wait > 10*time.Millisecond {
+		t.Fatalf("first claim of 100: %v, %+v; want the burst of %d of each key, limited, the next due within 10ms", got, lim, burst)
+	}
+	all := append(first, claimFor(t, d, "key-rated", 300*time.Millisecond)...)
+	tick := period / limit
+	for _, key := range []string{"a", "b"} {
+		var jobs []*weirtype.JobRow
+		for _, j := range all {
+			if byCustomer(t, []*weirtype.JobRow{j})[key] == 1 {
+				jobs = append(jobs, j)
+			}
+		}
+		if len(jobs) <= burst {
+			t.Errorf("key %s: %d jobs claimed in 300 ms at %d per %s: its rate admitted nothing after the burst", key, len(jobs), limit, period)
+		}
+		for _, w := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
+			if most, bound := mostWithin(jobs, w), int(w/tick)+burst; most > bound {
+				t.Errorf("key %s: %d jobs claimed within %s under %d per %s a key: the bound is %d", key, most, w, limit, period, bound)
+			}
+		}
+	}
+
+	if err := d.Executor().QueueSetKeyLimit(ctx(t), "key-rated", weirdriver.KeyLimitParams{}); err != nil {
+		t.Fatal(err)
+	}
+	rest, lim := claimRated(t, d, "key-rated", 1000, time.Minute)
+	if len(rest) != 300-len(all) || lim.Limited {
+		t.Fatalf("claim without the limit: %d jobs, %+v; want the %d left", len(rest), lim, 300-len(all))
 	}
 }

@@ -231,47 +231,10 @@ func testRateLimit(t *testing.T, d weirdriver.Driver) {
 
 	// Several executors claim for a while; then every window of the claims'
 	// times holds at most W/T + burst jobs.
-	var (
-		mu  sync.Mutex
-		all []*weirtype.JobRow
-		wg  sync.WaitGroup
-	)
-	all = append(all, first...)
-	stop := time.Now().Add(300 * time.Millisecond)
-	for i := range 4 {
-		exec := d.Executor()
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				jobs, lim, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{
-					Queue: "rated", Max: 10, ClientID: "claimer-" + strconv.Itoa(i), LeaseDuration: time.Minute,
-				})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				all = append(all, jobs...)
-				mu.Unlock()
-				if lim.Wait > 0 {
-					time.Sleep(lim.Wait) // as a producer waits: not a check of time
-				}
-			}
-		})
-	}
-	wg.Wait()
+	all := append(first, claimFor(t, d, "rated", 300*time.Millisecond)...)
 	tick := period / limit
 	for _, w := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
-		most := 0
-		for _, a := range all {
-			n := 0
-			for _, b := range all {
-				if at := b.AttemptedAt.Sub(*a.AttemptedAt); at >= 0 && at < w {
-					n++
-				}
-			}
-			most = max(most, n)
-		}
-		if bound := int(w/tick) + burst; most > bound {
+		if most, bound := mostWithin(all, w), int(w/tick)+burst; most > bound {
 			t.Errorf("%d jobs claimed within %s under %d per %s: the bound is %d", most, w, limit, period, bound)
 		}
 	}
@@ -305,4 +268,55 @@ func testRateLimit(t *testing.T, d weirdriver.Driver) {
 	if len(rest) != 400-len(all) || lim.Limited {
 		t.Fatalf("claim without the limit: %d jobs, %+v; want the %d left", len(rest), lim, 400-len(all))
 	}
+}
+
+// claimFor has four executors claim up to 10 jobs of queue at a time for
+// about d, each waiting as long as a claim says before the next, as a
+// producer does, and returns what they claimed.
+func claimFor(t *testing.T, dr weirdriver.Driver, queue string, d time.Duration) []*weirtype.JobRow {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		all []*weirtype.JobRow
+		wg  sync.WaitGroup
+	)
+	stop := time.Now().Add(d)
+	for i := range 4 {
+		exec := dr.Executor()
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				jobs, lim, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{
+					Queue: queue, Max: 10, ClientID: "claimer-" + strconv.Itoa(i), LeaseDuration: time.Minute,
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				all = append(all, jobs...)
+				mu.Unlock()
+				if lim.Wait > 0 {
+					time.Sleep(lim.Wait) // as a producer waits: not a check of time
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return all
+}
+
+// mostWithin is the most of jobs claimed within any interval of length w, by
+// their attempted_at.
+func mostWithin(jobs []*weirtype.JobRow, w time.Duration) int {
+	most := 0
+	for _, a := range jobs {
+		n := 0
+		for _, b := range jobs {
+			if at := b.AttemptedAt.Sub(*a.AttemptedAt); at >= 0 && at < w {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
 }

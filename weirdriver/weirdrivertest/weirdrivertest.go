@@ -76,6 +76,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"RateLimit", testRateLimit},
 		{"KeyLimit", testKeyLimit},
 		{"KeyLimitConcurrent", testKeyLimitConcurrent},
+		{"KeyRateLimit", testKeyRateLimit},
 		{"KeyLimitRejectsBadInput", testKeyLimitRejectsBadInput},
 		{"PeriodicRegister", testPeriodicRegister},
 		{"PeriodicFireAndOperate", testPeriodicFireAndOperate},

@@ -46,7 +46,7 @@ WITH c AS (
 )
 SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, coalesce(c.sampled, false), p.paused_at IS NOT NULL,
 	coalesce(p.global_limit, 0), coalesce(p.rate_limit, 0), coalesce(p.rate_period_us, 0),
-	coalesce(p.key_limit, 0), coalesce(p.key, '')
+	coalesce(p.key_limit, 0), coalesce(p.key_rate, 0), coalesce(p.key_rate_period_us, 0), coalesce(p.key, '')
 FROM c
 FULL JOIN ` + queueSettings + ` AS p ON p.name = c.queue
 ORDER BY 1, 2`
@@ -76,15 +76,18 @@ func scanQueues(r rows) (out []*weirdriver.QueueStats, pending, sampled int64, e
 			rate      int
 			periodUS  int64
 			keyLimit  int
+			keyRate   int
+			keyPerUS  int64
 			key       string
 		)
-		if err := r.Scan(&queue, &state, &n, &oldest, &isSampled, &paused, &limit, &rate, &periodUS, &keyLimit, &key); err != nil {
+		if err := r.Scan(&queue, &state, &n, &oldest, &isSampled, &paused, &limit, &rate, &periodUS,
+			&keyLimit, &keyRate, &keyPerUS, &key); err != nil {
 			return nil, 0, 0, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
 			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused,
 				GlobalLimit: limit, RateLimit: rate, RatePeriod: time.Duration(periodUS) * time.Microsecond,
-				KeyLimit: keyLimit, Key: key})
+				KeyLimit: keyLimit, KeyRate: keyRate, KeyRatePeriod: time.Duration(keyPerUS) * time.Microsecond, Key: key})
 		}
 		if state == nil {
 			continue

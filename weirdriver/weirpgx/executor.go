@@ -303,21 +303,29 @@ func (e *executor) QueueSetRateLimit(ctx context.Context, name string, limit int
 	return nil
 }
 
-func (e *executor) QueueSetKeyLimit(ctx context.Context, name, key string, limit int) (err error) {
+func (e *executor) QueueSetKeyLimit(ctx context.Context, name string, p weirdriver.KeyLimitParams) (err error) {
 	defer func() { err = schemaErr(err) }()
-	if err := weirdriver.CheckKeyLimit(name, key, limit); err != nil {
+	if err := weirdriver.CheckKeyLimit(name, p); err != nil {
 		return fmt.Errorf("set key limit of queue %s: %w", name, err)
 	}
 	var (
-		lim    *int
-		source *string
-		path   []string
+		lim, rate *int
+		periodUS  *int64
+		source    *string
+		path      []string
 	)
-	if limit > 0 {
-		src, p, _ := weirdriver.ParseKey(key) // checked
-		lim, source, path = &limit, &src, p
+	if p.Limit > 0 {
+		lim = &p.Limit
 	}
-	if _, err := e.db.Exec(ctx, e.q.queueSetKey, name, lim, source, path, e.q.insertChannel); err != nil {
+	if p.Rate > 0 {
+		us := p.RatePeriod.Microseconds()
+		rate, periodUS = &p.Rate, &us
+	}
+	if p != (weirdriver.KeyLimitParams{}) {
+		src, fields, _ := weirdriver.ParseKey(p.Key) // checked
+		source, path = &src, fields
+	}
+	if _, err := e.db.Exec(ctx, e.q.queueSetKey, name, lim, rate, periodUS, source, path, e.q.insertChannel); err != nil {
 		return fmt.Errorf("set key limit of queue %s: %w", name, err)
 	}
 	return nil

@@ -46,9 +46,11 @@ func TestLimitedClaimsRace(t *testing.T) {
 			},
 		},
 		{
-			name:  "key",
-			limit: func(e weirdriver.Executor) error { return e.QueueSetKeyLimit(t.Context(), "race", "args.c", 1) },
-			args:  func(i int) string { return `{"c": ` + strconv.Itoa(i%4) + `}` },
+			name: "key",
+			limit: func(e weirdriver.Executor) error {
+				return e.QueueSetKeyLimit(t.Context(), "race", weirdriver.KeyLimitParams{Key: "args.c", Limit: 1})
+			},
+			args: func(i int) string { return `{"c": ` + strconv.Itoa(i%4) + `}` },
 			check: func(t *testing.T, jobs []*weirtype.JobRow) {
 				keys := map[string]int{}
 				for _, j := range jobs {

@@ -155,20 +155,20 @@ const jobDeleteSQL = `DELETE FROM {job} WHERE id = $1 AND state <> 'running' RET
 
 // queueSettings are the queues that are paused or limited, with
 // the columns queueListSQL and queueCountsSQL show.
-const queueSettings = `(SELECT name, paused_at, global_limit, rate_limit, rate_period_us, key_limit,
-	key_source || '.' || array_to_string(key_path, '.') AS key FROM {queue}
-	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL OR rate_limit IS NOT NULL OR key_limit IS NOT NULL)`
+const queueSettings = `(SELECT name, paused_at, global_limit, rate_limit, rate_period_us, key_limit, key_rate,
+	key_rate_period_us, key_source || '.' || array_to_string(key_path, '.') AS key FROM {queue}
+	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL OR rate_limit IS NOT NULL OR key_source IS NOT NULL)`
 
 // queueListSQL counts jobs by queue and state, and lists paused or limited
 // queues without jobs (state NULL). Returns name, state, count, the group's
 // earliest scheduled time, false (no count is a sample's: the columns of
 // queueCountsSQL), paused, the global limit (0: none) and the rate limit and
-// its period in µs (0: none), and the key limit (0: none) and its key,
-// ordered by name and state.
+// its period in µs (0: none), and the limits per key (0: none) and their
+// key, ordered by name and state.
 const queueListSQL = `
 SELECT coalesce(c.queue, p.name), c.state, coalesce(c.n, 0), c.oldest, false, p.paused_at IS NOT NULL,
 	coalesce(p.global_limit, 0), coalesce(p.rate_limit, 0), coalesce(p.rate_period_us, 0),
-	coalesce(p.key_limit, 0), coalesce(p.key, '')
+	coalesce(p.key_limit, 0), coalesce(p.key_rate, 0), coalesce(p.key_rate_period_us, 0), coalesce(p.key, '')
 FROM (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM {job} GROUP BY queue, state) AS c
 FULL JOIN ` + queueSettings + ` AS p ON p.name = c.queue
 ORDER BY 1, 2`
@@ -187,11 +187,12 @@ WITH settings AS (
 )
 SELECT pg_notify($4, name) IS NOT NULL FROM settings`
 
-// queueSetKeyLimitSQL sets queue $1's key limit to $2 (NULL: none) on the
-// field path $4 of source $3 (weir_queue_set_key, migration 013), and
-// notifies $5, the insert channel, so that the queue's workers claim again.
+// queueSetKeyLimitSQL sets queue $1's limits per key, $2 running (NULL:
+// none) and $3 per $4 µs started (NULL: none), on the field path $6 of
+// source $5 (weir_queue_set_key, migration 013), and notifies $7, the insert
+// channel, so that the queue's workers claim again.
 const queueSetKeyLimitSQL = `
-SELECT {schema}.weir_queue_set_key($1, $2, $3, $4), pg_notify($5, $1) IS NOT NULL`
+SELECT {schema}.weir_queue_set_key($1, $2, $3, $4, $5, $6), pg_notify($7, $1) IS NOT NULL`
 
 // queueSetGlobalLimitSQL sets queue $1's global limit to $2 (NULL: none) and
 // notifies $3, the insert channel, so that the queue's workers claim again.

@@ -127,7 +127,7 @@ const readyRepairSQL = `
 INSERT INTO {ready} (seg, queue, priority, scheduled_at, job_id, key)
 SELECT {schema}.weir_ready_seg(), j.queue, j.priority, j.scheduled_at, j.id,
 	(SELECT {schema}.weir_job_key(p.key_source, p.key_path, j.args, j.metadata) FROM {queue} p
-	WHERE p.name = j.queue AND p.key_limit IS NOT NULL)
+	WHERE p.name = j.queue AND p.key_source IS NOT NULL)
 FROM {job} j
 WHERE j.state = 'available' AND NOT EXISTS (SELECT 1 FROM {ready} r
 	WHERE r.queue = j.queue AND r.priority = j.priority AND r.scheduled_at = j.scheduled_at AND r.job_id = j.id)`

@@ -522,15 +522,17 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 			rate     int
 			periodUS int64
 			keyLimit int
+			keyRate  int
+			keyPerUS int64
 			key      string
 		)
-		if err := rows.Scan(&queue, &state, &n, &oldest, &paused, &limit, &rate, &periodUS, &keyLimit, &key); err != nil {
+		if err := rows.Scan(&queue, &state, &n, &oldest, &paused, &limit, &rate, &periodUS, &keyLimit, &keyRate, &keyPerUS, &key); err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
 			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused,
 				GlobalLimit: limit, RateLimit: rate, RatePeriod: time.Duration(periodUS) * time.Microsecond,
-				KeyLimit: keyLimit, Key: key})
+				KeyLimit: keyLimit, KeyRate: keyRate, KeyRatePeriod: time.Duration(keyPerUS) * time.Microsecond, Key: key})
 		}
 		if state.Valid {
 			out[len(out)-1].Counts[weirtype.JobState(state.String)] = n
@@ -624,17 +626,26 @@ func (e *executor) QueueSetRateLimit(ctx context.Context, name string, limit int
 	return nil
 }
 
-func (e *executor) QueueSetKeyLimit(ctx context.Context, name, key string, limit int) (err error) {
+func (e *executor) QueueSetKeyLimit(ctx context.Context, name string, p weirdriver.KeyLimitParams) (err error) {
 	defer func() { err = schemaErr(err) }()
-	if err := weirdriver.CheckKeyLimit(name, key, limit); err != nil {
+	if err := weirdriver.CheckKeyLimit(name, p); err != nil {
 		return fmt.Errorf("set key limit of queue %s: %w", name, err)
 	}
-	var lim, k any
-	if limit > 0 {
-		lim, k = limit, key
+	var lim, rate, periodUS, key any
+	if p.Limit > 0 {
+		lim = p.Limit
+	}
+	if p.Rate > 0 {
+		rate, periodUS = p.Rate, p.RatePeriod.Microseconds()
+	}
+	if p != (weirdriver.KeyLimitParams{}) {
+		key = p.Key
 	}
 	err = e.write(ctx, func(w *write) error {
-		if _, err := w.q.ExecContext(ctx, queueSetKeyLimit, name, lim, k, w.now); err != nil {
+		if _, err := w.q.ExecContext(ctx, keyRateForget, name, key); err != nil {
+			return err
+		}
+		if _, err := w.q.ExecContext(ctx, queueSetKeyLimit, name, lim, rate, periodUS, key, w.now); err != nil {
 			return err
 		}
 		w.notify(insertChannel, name) // wake the queue's workers

@@ -84,13 +84,15 @@ RETURNING {cols}`)
 	queueList = `WITH counts AS (SELECT queue, state, count(*) AS n, min(scheduled_at) AS oldest FROM weir_job GROUP BY queue, state),
 settings AS (SELECT name, paused_at IS NOT NULL AS paused, coalesce(global_limit, 0) AS lim,
 	coalesce(rate_limit, 0) AS rate, coalesce(rate_period_us, 0) AS period,
-	coalesce(key_limit, 0) AS key_lim, coalesce(limit_key, '') AS key FROM weir_queue
-	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL OR rate_limit IS NOT NULL OR key_limit IS NOT NULL)
+	coalesce(key_limit, 0) AS key_lim, coalesce(key_rate, 0) AS key_rate, coalesce(key_rate_period_us, 0) AS key_period,
+	coalesce(limit_key, '') AS key FROM weir_queue
+	WHERE paused_at IS NOT NULL OR global_limit IS NOT NULL OR rate_limit IS NOT NULL OR limit_key IS NOT NULL)
 SELECT c.queue, c.state, c.n, c.oldest, coalesce(s.paused, 0), coalesce(s.lim, 0), coalesce(s.rate, 0), coalesce(s.period, 0),
-	coalesce(s.key_lim, 0), coalesce(s.key, '')
+	coalesce(s.key_lim, 0), coalesce(s.key_rate, 0), coalesce(s.key_period, 0), coalesce(s.key, '')
 FROM counts c LEFT JOIN settings s ON s.name = c.queue
 UNION ALL
-SELECT name, NULL, 0, NULL, paused, lim, rate, period, key_lim, key FROM settings WHERE name NOT IN (SELECT queue FROM counts)
+SELECT name, NULL, 0, NULL, paused, lim, rate, period, key_lim, key_rate, key_period, key FROM settings
+WHERE name NOT IN (SELECT queue FROM counts)
 ORDER BY 1, 2`
 	// ?1 name, ?2 now.
 	queuePause = `INSERT INTO weir_queue (name, paused_at, updated_at) VALUES (?1, ?2, ?2)
@@ -107,16 +109,28 @@ ON CONFLICT (name) DO UPDATE SET global_limit = excluded.global_limit, updated_a
 	queueSetRateLimit = `INSERT INTO weir_queue (name, rate_limit, rate_period_us, updated_at) VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (name) DO UPDATE SET rate_limit = excluded.rate_limit, rate_period_us = excluded.rate_period_us,
 	updated_at = excluded.updated_at`
-	// ?1 name, ?2 limit (NULL: none), ?3 key, ?4 now.
-	queueSetKeyLimit = `INSERT INTO weir_queue (name, key_limit, limit_key, updated_at) VALUES (?1, ?2, ?3, ?4)
-ON CONFLICT (name) DO UPDATE SET key_limit = excluded.key_limit, limit_key = excluded.limit_key,
-	updated_at = excluded.updated_at`
+	// ?1 name, ?2 limit, ?3 rate, ?4 period µs (NULL: none), ?5 key (NULL:
+	// neither), ?6 now.
+	queueSetKeyLimit = `INSERT INTO weir_queue (name, key_limit, key_rate, key_rate_period_us, limit_key, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (name) DO UPDATE SET key_limit = excluded.key_limit, key_rate = excluded.key_rate,
+	key_rate_period_us = excluded.key_rate_period_us, limit_key = excluded.limit_key, updated_at = excluded.updated_at`
+	// ?1 name, ?2 key: a changed key forgets the queue's keys' limiters.
+	keyRateForget = `DELETE FROM weir_key_rate WHERE queue = ?1
+	AND NOT EXISTS (SELECT 1 FROM weir_queue WHERE name = ?1 AND limit_key IS ?2)`
+	// ?1 queue, ?2 now: the limiters of the queue's keys whose time is ahead.
+	keyRateTimes = `SELECT key, tat FROM weir_key_rate WHERE queue = ?1 AND tat > ?2`
+	// ?1 queue, ?2 key, ?3 time.
+	keyRateSet = `INSERT INTO weir_key_rate (queue, key, tat) VALUES (?1, ?2, ?3)
+ON CONFLICT (queue, key) DO UPDATE SET tat = excluded.tat`
+	// ?1 queue, ?2 now: forget the times that are past.
+	keyRatePrune = `DELETE FROM weir_key_rate WHERE queue = ?1 AND tat <= ?2`
 	// ?1 name: the queue's limits (none: no row, or NULLs), and, with a
 	// global limit, its running jobs.
 	queueLimits = `SELECT global_limit,
 	CASE WHEN global_limit IS NULL THEN 0 ELSE (SELECT count(*) FROM weir_job WHERE queue = ?1 AND state = 'running') END,
-	rate_limit, rate_period_us, rate_tat, key_limit, limit_key
-FROM weir_queue WHERE name = ?1 AND (global_limit IS NOT NULL OR rate_limit IS NOT NULL OR key_limit IS NOT NULL)`
+	rate_limit, rate_period_us, rate_tat, key_limit, key_rate, key_rate_period_us, limit_key
+FROM weir_queue WHERE name = ?1 AND (global_limit IS NOT NULL OR rate_limit IS NOT NULL OR limit_key IS NOT NULL)`
 	// A job's key under a key limit: the value, as text, of the field at
 	// JSON path ?2 of its args (?3 'args') or metadata, '' when missing or
 	// null.

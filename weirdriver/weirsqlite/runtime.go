@@ -37,11 +37,12 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 		// are until this claim commits, and the rate limiter's state is ours.
 		n := p.Max
 		var (
-			global, rate, periodUS, tat, keyLimit sql.NullInt64
-			key                                   sql.NullString
-			busy                                  int64
+			global, rate, periodUS, tat sql.NullInt64
+			keyed                       keyLimits
+			busy                        int64
 		)
-		err := w.q.QueryRowContext(ctx, queueLimits, p.Queue).Scan(&global, &busy, &rate, &periodUS, &tat, &keyLimit, &key)
+		err := w.q.QueryRowContext(ctx, queueLimits, p.Queue).Scan(&global, &busy, &rate, &periodUS, &tat,
+			&keyed.limit, &keyed.rate, &keyed.periodUS, &keyed.key)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -65,12 +66,15 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 			}
 		}
 		switch {
-		case n > 0 && keyLimit.Valid:
-			ids, capped, err := pickByKey(ctx, w, p.Queue, key.String, int(keyLimit.Int64), n)
+		case n > 0 && keyed.key.Valid:
+			ids, keyLim, err := keyed.pick(ctx, w, p.Queue, n)
 			if err != nil {
 				return err
 			}
-			lim.Limited = lim.Limited || capped
+			lim.Limited = lim.Limited || keyLim.Limited
+			if lim.Wait == 0 {
+				lim.Wait = keyLim.Wait
+			}
 			rows, err := w.q.QueryContext(ctx, jobClaimIDs, ids, w.now, p.LeaseDuration.Microseconds(), p.ClientID)
 			if err != nil {
 				return err
@@ -110,62 +114,115 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 	return jobs, lim, nil
 }
 
-// pickByKey returns, as a JSON array, the ids of at most n due jobs of queue
-// that a limit of keyLimit running jobs per key admits, and whether it
-// passed over jobs whose key had no free slot. It counts the queue's running
-// jobs by key, then walks its due jobs in claim order, taking each while its
-// key has a free slot: in the write transaction, no other claim interleaves.
-// The walk reads as many jobs as come before the n it takes.
-func pickByKey(ctx context.Context, w *write, queue, key string, keyLimit, n int) (ids string, capped bool, err error) {
-	source, path, err := weirdriver.ParseKey(key)
+// keyLimits are a queue's limits per key, as weir_queue holds them.
+type keyLimits struct {
+	limit, rate, periodUS sql.NullInt64
+	key                   sql.NullString
+}
+
+// pick returns, as a JSON array, the ids of at most n due jobs of queue that
+// its limits per key admit, and whether they passed over any job (with, when
+// a key's rate did, how long until it admits its next). It counts the
+// queue's running jobs by key and reads its keys' rate limiters, then walks
+// its due jobs in claim order, taking each while its key has a free slot and
+// its rate admits one, as weirpgx's weir_ready_claim does; it stores the
+// limiters of the keys it took. In the write transaction, no other claim
+// interleaves. The walk reads as many jobs as come before the n it takes.
+func (k keyLimits) pick(ctx context.Context, w *write, queue string, n int) (ids string, lim weirdriver.ClaimLimit, err error) {
+	source, path, err := weirdriver.ParseKey(k.key.String)
 	if err != nil {
-		return "", false, fmt.Errorf("queue %s has a corrupt limit key: %w", queue, err)
+		return "", lim, fmt.Errorf("queue %s has a corrupt limit key: %w", queue, err)
 	}
 	jsonPath := "$"
 	for _, f := range path {
 		jsonPath += `."` + f + `"` // ParseKey admits no quote or backslash
 	}
-	running := map[string]int{}
-	rows, err := w.q.QueryContext(ctx, queueRunningKeys, queue, jsonPath, source)
+	running, err := queryMap[int](ctx, w, queueRunningKeys, queue, jsonPath, source)
 	if err != nil {
-		return "", false, err
+		return "", lim, err
 	}
-	for rows.Next() {
-		var k string
-		var c int
-		if err := rows.Scan(&k, &c); err != nil {
-			rows.Close()
-			return "", false, err
+	var (
+		tick  float64 // µs between two starts of a key
+		burst int
+		tats  = map[string]int64{} // the limiter's time of keys ahead of now
+	)
+	if k.rate.Valid {
+		tick = float64(k.periodUS.Int64) / float64(k.rate.Int64)
+		burst = weirdriver.RateBurst(int(k.rate.Int64), time.Duration(k.periodUS.Int64)*time.Microsecond)
+		if tats, err = queryMap[int64](ctx, w, keyRateTimes, queue, w.now); err != nil {
+			return "", lim, err
 		}
-		running[k] = c
 	}
-	if err := rows.Close(); err != nil {
-		return "", false, err
-	}
-	rows, err = w.q.QueryContext(ctx, queueDueKeys, queue, jsonPath, source, w.now)
+	rows, err := w.q.QueryContext(ctx, queueDueKeys, queue, jsonPath, source, w.now)
 	if err != nil {
-		return "", false, err
+		return "", lim, err
 	}
 	defer rows.Close()
 	picked := make([]int64, 0, n)
+	taken := map[string]bool{}
+	var due int64 // the earliest next start of a key its rate held back
 	for len(picked) < n && rows.Next() {
 		var id int64
-		var k string
-		if err := rows.Scan(&id, &k); err != nil {
-			return "", false, err
+		var key string
+		if err := rows.Scan(&id, &key); err != nil {
+			return "", lim, err
 		}
-		if running[k] >= keyLimit {
-			capped = true
+		if k.limit.Valid && int64(running[key]) >= k.limit.Int64 {
+			lim.Limited = true
 			continue
 		}
-		running[k]++
+		if k.rate.Valid {
+			t := max(tats[key], w.now)
+			if next := t - int64(math.Round(float64(burst-1)*tick)); next > w.now {
+				lim.Limited = true
+				if due == 0 || next < due {
+					due = next
+				}
+				continue
+			}
+			tats[key] = t + int64(math.Round(tick))
+		}
+		running[key]++
+		taken[key] = true
 		picked = append(picked, id)
 	}
 	if err := rows.Err(); err != nil {
-		return "", false, err
+		return "", lim, err
+	}
+	if k.rate.Valid {
+		for key := range taken {
+			if _, err := w.q.ExecContext(ctx, keyRateSet, queue, key, tats[key]); err != nil {
+				return "", lim, err
+			}
+		}
+		if _, err := w.q.ExecContext(ctx, keyRatePrune, queue, w.now); err != nil {
+			return "", lim, err
+		}
+	}
+	if due > 0 {
+		lim.Wait = time.Duration(due-w.now) * time.Microsecond
 	}
 	b, err := json.Marshal(picked)
-	return string(b), capped, err
+	return string(b), lim, err
+}
+
+// queryMap runs a statement of (key, value) rows and returns them by key.
+func queryMap[V any](ctx context.Context, w *write, stmt string, args ...any) (map[string]V, error) {
+	rows, err := w.q.QueryContext(ctx, stmt, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]V{}
+	for rows.Next() {
+		var key string
+		var v V
+		if err := rows.Scan(&key, &v); err != nil {
+			return nil, err
+		}
+		out[key] = v
+	}
+	return out, rows.Err()
 }
 
 func (e *executor) JobClaimID(ctx context.Context, p *weirdriver.JobClaimIDParams) (_ *weirtype.JobRow, _ bool, err error) {

@@ -116,9 +116,11 @@ BEGIN
 END
 $$;
 
-DROP FUNCTION weir_queue_set_key(text, integer, text, text[]);
+DROP FUNCTION weir_queue_set_key(text, integer, integer, bigint, text, text[]);
+DROP TABLE weir_key_rate;
 DROP FUNCTION weir_job_key(text, text[], jsonb, jsonb);
 DROP INDEX weir_ready_key_idx;
 ALTER TABLE weir_ready DROP COLUMN key;
 ALTER TABLE weir_queue DROP CONSTRAINT weir_queue_key_limit_check,
-    DROP COLUMN key_limit, DROP COLUMN key_source, DROP COLUMN key_path;
+    DROP COLUMN key_limit, DROP COLUMN key_source, DROP COLUMN key_path,
+    DROP COLUMN key_rate, DROP COLUMN key_rate_period_us;

@@ -1,24 +1,42 @@
 -- weir:compatible
--- A queue's limit per key (docs/flow-control.md), NULL when it has none:
+-- A queue's limits per key (docs/flow-control.md), NULL when it has none:
 -- key_limit, at most that many of its jobs with the same key running across
--- every client on the database, a job's key being the value, as text, of the
--- field key_path of its args or metadata (key_source), '' when the field is
--- missing or null (weir_job_key).
+-- every client on the database, and key_rate per key_rate_period_us, at most
+-- that many of them started per period, spread evenly, a job's key being the
+-- value, as text, of the field key_path of its args or metadata
+-- (key_source), '' when the field is missing or null (weir_job_key).
 --
--- The claim keeps it as it keeps the global limit, under the same lock on the
--- queue's row: it counts the running jobs of each key on a snapshot taken
--- after the lock, and takes a job only while its key has a free slot. To find
+-- The claim keeps them as it keeps the queue's limits, under the same lock:
+-- it counts the running jobs of each key on a snapshot taken after the lock,
+-- reads each key's rate limiter (weir_key_rate), and takes a job only while
+-- its key has a free slot and its rate admits one. To find
 -- the jobs of keys with free slots behind a backlog of keys without, the
 -- ready list carries a hint of each row's key (weir_ready.key, NULL in a
--- queue without a key limit), indexed for a skip scan over the keys. The hint
+-- queue without limits per key), indexed for a skip scan over the keys. The hint
 -- only finds rows: the claim counts each job under the key of its own args.
 ALTER TABLE weir_queue ADD COLUMN key_limit integer,
     ADD COLUMN key_source text,
     ADD COLUMN key_path text[],
+    ADD COLUMN key_rate integer,
+    ADD COLUMN key_rate_period_us bigint,
     ADD CONSTRAINT weir_queue_key_limit_check CHECK (
-        (key_limit IS NULL AND key_source IS NULL AND key_path IS NULL)
-        OR (key_limit BETWEEN 1 AND 1000000 AND key_source IN ('args', 'metadata')
-            AND cardinality(key_path) BETWEEN 1 AND 8));
+        (key_limit IS NULL AND key_rate IS NULL AND key_rate_period_us IS NULL
+            AND key_source IS NULL AND key_path IS NULL)
+        OR (key_source IN ('args', 'metadata') AND cardinality(key_path) BETWEEN 1 AND 8
+            AND (key_limit IS NOT NULL OR key_rate IS NOT NULL)
+            AND (key_limit IS NULL OR key_limit BETWEEN 1 AND 1000000)
+            AND ((key_rate IS NULL AND key_rate_period_us IS NULL)
+                OR (key_rate BETWEEN 1 AND 1000000 AND key_rate_period_us BETWEEN 1000 AND 86400000000))));
+
+-- The rate limiter of each key of a queue with a rate limit per key: the
+-- generic cell rate algorithm's time, as rate_tat is the queue's (migration
+-- 012). A key without a row, or whose time is past, may start its burst.
+CREATE TABLE weir_key_rate (
+    queue text NOT NULL,
+    key text NOT NULL,
+    tat timestamptz NOT NULL,
+    PRIMARY KEY (queue, key)
+);
 
 ALTER TABLE weir_ready ADD COLUMN key text;
 CREATE INDEX weir_ready_key_idx ON weir_ready (queue, key, priority, scheduled_at, job_id) WHERE key IS NOT NULL;
@@ -39,9 +57,9 @@ AS $$
 BEGIN
     INSERT INTO weir_ready (seg, queue, priority, scheduled_at, job_id, key)
     SELECT weir_ready_seg(), n.queue, n.priority, n.scheduled_at, n.id,
-        CASE WHEN (SELECT EXISTS (SELECT 1 FROM weir_queue p WHERE p.key_limit IS NOT NULL)) THEN
+        CASE WHEN (SELECT EXISTS (SELECT 1 FROM weir_queue p WHERE p.key_source IS NOT NULL)) THEN
             (SELECT weir_job_key(p.key_source, p.key_path, n.args, n.metadata) FROM weir_queue p
-            WHERE p.name = n.queue AND p.key_limit IS NOT NULL)
+            WHERE p.name = n.queue AND p.key_source IS NOT NULL)
         END
     FROM weir_inserted_jobs n WHERE n.state = 'available';
     RETURN NULL;
@@ -56,39 +74,44 @@ BEGIN
     INSERT INTO weir_ready (seg, queue, priority, scheduled_at, job_id, key)
     SELECT weir_ready_seg(), NEW.queue, NEW.priority, NEW.scheduled_at, NEW.id,
         (SELECT weir_job_key(p.key_source, p.key_path, NEW.args, NEW.metadata) FROM weir_queue p
-        WHERE p.name = NEW.queue AND p.key_limit IS NOT NULL);
+        WHERE p.name = NEW.queue AND p.key_source IS NOT NULL);
     RETURN NULL;
 END
 $$;
 
--- Sets queue q's key limit (lim NULL: none) and, when its key changed,
--- rewrites the hints of the queue's rows in the list. The lock on the list
+-- Sets queue q's limits per key on the field path of source: lim running
+-- (NULL: none) and rate per period_us started (NULL, NULL: none); both NULL
+-- remove them. When the field changes, it rewrites the hints of the queue's
+-- rows in the list and forgets its keys' rate limiters. The lock on the list
 -- waits for every transaction that wrote rows to it, which may have read the
 -- old settings, and holds off new writers until this one commits: every row
 -- is then written either with the new key or before the rewrite. It is taken
--- only when the key changes, which a client's Start that declares the same
--- limit again does not do.
-CREATE FUNCTION weir_queue_set_key(q text, lim integer, source text, path text[]) RETURNS void
+-- only when the field changes, which a client's Start that declares the same
+-- limits again does not do.
+CREATE FUNCTION weir_queue_set_key(q text, lim integer, rate integer, period_us bigint, source text, path text[])
+    RETURNS void
     LANGUAGE plpgsql
     SET search_path FROM CURRENT
 AS $$
 DECLARE
+    keyed boolean := lim IS NOT NULL OR rate IS NOT NULL;
     old_source text;
     old_path text[];
-    old_limit integer;
 BEGIN
     INSERT INTO weir_queue AS p (name) VALUES (q) ON CONFLICT (name) DO NOTHING;
-    SELECT p.key_source, p.key_path, p.key_limit INTO old_source, old_path, old_limit
-    FROM weir_queue p WHERE p.name = q FOR UPDATE;
-    UPDATE weir_queue p SET key_limit = lim, key_source = CASE WHEN lim IS NULL THEN NULL ELSE source END,
-        key_path = CASE WHEN lim IS NULL THEN NULL ELSE path END, updated_at = now()
+    SELECT p.key_source, p.key_path INTO old_source, old_path FROM weir_queue p WHERE p.name = q FOR UPDATE;
+    IF NOT keyed THEN
+        source := NULL;
+        path := NULL;
+    END IF;
+    UPDATE weir_queue p SET key_limit = lim, key_rate = rate, key_rate_period_us = period_us,
+        key_source = source, key_path = path, updated_at = now()
     WHERE p.name = q;
-    IF (lim IS NULL) <> (old_limit IS NULL)
-        OR (lim IS NOT NULL AND (source IS DISTINCT FROM old_source OR path IS DISTINCT FROM old_path)) THEN
+    IF source IS DISTINCT FROM old_source OR path IS DISTINCT FROM old_path THEN
         LOCK TABLE weir_ready IN SHARE ROW EXCLUSIVE MODE;
-        UPDATE weir_ready r SET key = CASE WHEN lim IS NULL THEN NULL
-            ELSE weir_job_key(source, path, j.args, j.metadata) END
+        UPDATE weir_ready r SET key = CASE WHEN keyed THEN weir_job_key(source, path, j.args, j.metadata) END
         FROM weir_job j WHERE r.queue = q AND j.id = r.job_id;
+        DELETE FROM weir_key_rate r WHERE r.queue = q;
     END IF;
 END
 $$;
@@ -108,35 +131,48 @@ CREATE OR REPLACE FUNCTION weir_ready_claim(q text, n integer, lease_us bigint, 
     SET jit = off
 AS $$
 DECLARE
+    paused boolean;
+    -- The queue's global limit and its rate limit (migration 012).
     lim integer;
     rate integer;
-    key_lim integer;
-    key_src text;
-    key_path text[];
-    busy_keys jsonb;
-    taken jsonb := '{}';
-    cand record;
-    seen integer := 0;
-    used integer;
-    picked_ids bigint[] := '{}';
-    drop_parts oid[] := '{}';
-    drop_rows tid[] := '{}';
-    paused boolean;
     period_us bigint;
     tat timestamptz;
     t_us double precision;
     burst integer;
     k integer;
     busy bigint;
+    -- Its limits per key: the key's field, at most key_lim running and
+    -- key_rate started per key_period_us (one every key_t_us, key_burst at
+    -- once) per key.
+    key_src text;
+    key_path text[];
+    key_lim integer;
+    key_rate integer;
+    key_period_us bigint;
+    key_t_us double precision;
+    key_burst integer;
+    -- By key: the running jobs (busy_keys); the limiter's time, in µs since
+    -- 1970, of the keys whose time is ahead of now (tats); the jobs this
+    -- claim takes (taken).
+    busy_keys jsonb := '{}';
+    tats jsonb := '{}';
+    taken jsonb := '{}';
+    now_us double precision := extract(epoch FROM now()) * 1000000;
+    key_tat double precision;
+    cand record;
+    picked_ids bigint[] := '{}';
+    drop_parts oid[] := '{}';
+    drop_rows tid[] := '{}';
     got bigint := 0;
     capped boolean := false;
-    rate_capped boolean := false;
+    rate_capped boolean := false; -- by the queue's rate limit
+    key_due timestamptz; -- the next start a key's rate limit admits
     marker weir_job;
 BEGIN
     -- The queue's settings, read once: a paused queue gives nothing.
-    SELECT p.global_limit, p.rate_limit, p.key_limit, p.paused_at IS NOT NULL INTO lim, rate, key_lim, paused
+    SELECT p.global_limit, p.rate_limit, p.key_source, p.paused_at IS NOT NULL INTO lim, rate, key_src, paused
     FROM weir_queue p WHERE p.name = q;
-    IF lim IS NOT NULL OR rate IS NOT NULL OR key_lim IS NOT NULL THEN
+    IF lim IS NOT NULL OR rate IS NOT NULL OR key_src IS NOT NULL THEN
         -- The queue's claims take turns under a transaction-level advisory
         -- lock named after the schema and the queue, held until the claim
         -- commits. Unlike a lock on the queue's row, it writes nothing: a
@@ -144,9 +180,9 @@ BEGIN
         -- a WAL flush. Read the settings again under it: they may have
         -- changed meanwhile.
         PERFORM pg_advisory_xact_lock(hashtextextended(current_schema() || '.' || q, 0));
-        SELECT p.global_limit, p.rate_limit, p.rate_period_us, p.rate_tat, p.key_limit, p.key_source, p.key_path,
-            p.paused_at IS NOT NULL
-        INTO lim, rate, period_us, tat, key_lim, key_src, key_path, paused
+        SELECT p.global_limit, p.rate_limit, p.rate_period_us, p.rate_tat, p.key_source, p.key_path, p.key_limit,
+            p.key_rate, p.key_rate_period_us, p.paused_at IS NOT NULL
+        INTO lim, rate, period_us, tat, key_src, key_path, key_lim, key_rate, key_period_us, paused
         FROM weir_queue p WHERE p.name = q;
     END IF;
     IF paused THEN
@@ -170,107 +206,116 @@ BEGIN
             n := k;
         END IF;
     END IF;
-    IF n > 0 AND key_lim IS NOT NULL THEN
-        -- The running jobs of each key, counted, like the global limit's, on
-        -- a snapshot taken after the lock; taken counts the jobs this claim
-        -- takes, by key (a small object: busy_keys may hold thousands).
-        SELECT coalesce(jsonb_object_agg(b.k, b.c), '{}') INTO busy_keys FROM (
-            SELECT weir_job_key(key_src, key_path, j.args, j.metadata) AS k, count(*) AS c
-            FROM weir_job j WHERE j.queue = q AND j.state = 'running' GROUP BY 1) b;
-        -- First the head of the queue: its first 4n + 500 due rows in claim
-        -- order. Those whose key hint names a key without a free slot are
-        -- passed over on the list alone (counted, for the claim's answer);
-        -- each of the rest is taken while its job's key (the truth, not the
-        -- hint) has a free slot.
+    IF n > 0 AND key_src IS NOT NULL THEN
+        -- Counted, like the global limit's, on a snapshot taken after the
+        -- lock: each key's running jobs, and the limiter's time of each key
+        -- whose time is ahead of now (a key without one may start its burst).
+        IF key_lim IS NOT NULL THEN
+            SELECT coalesce(jsonb_object_agg(b.k, b.c), '{}') INTO busy_keys FROM (
+                SELECT weir_job_key(key_src, key_path, j.args, j.metadata) AS k, count(*) AS c
+                FROM weir_job j WHERE j.queue = q AND j.state = 'running' GROUP BY 1) b;
+        END IF;
+        IF key_rate IS NOT NULL THEN
+            key_t_us := key_period_us::double precision / key_rate;
+            key_burst := 2 + floor(key_rate * 10000.0 / key_period_us)::integer;
+            SELECT coalesce(jsonb_object_agg(r.key, extract(epoch FROM r.tat) * 1000000), '{}') INTO tats
+            FROM weir_key_rate r WHERE r.queue = q AND r.tat > now();
+        END IF;
+        -- The candidates, in claim order. First the head of the queue, its
+        -- first 4n + 500 due rows, less those whose key hint names a key
+        -- without a free slot or ahead of its rate (read from the list
+        -- alone). When those do not give n jobs and there may be more, also
+        -- each other key's first due rows, as many as it has room for, found
+        -- by a skip scan of weir_ready_key_idx over the keys with rows in the
+        -- list: a key's backlog does not hide another key's jobs. Each
+        -- candidate is then taken while its job's key (the truth, not the
+        -- hint) has room.
         FOR cand IN
-            SELECT c.part, c.row_id, c.job_id, j.id AS available,
-                weir_job_key(key_src, key_path, j.args, j.metadata) AS k, c.window_rows, c.window_full
-            FROM (SELECT h.*, count(*) OVER () AS window_rows, count(*) FILTER (WHERE h.full_hint) OVER () AS window_full
-                FROM (SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id, r.priority, r.scheduled_at,
-                        r.key IS NOT NULL AND coalesce((busy_keys ->> r.key)::integer, 0) >= key_lim AS full_hint
-                    FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
-                    ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 4 * n + 500) h) c
-            LEFT JOIN weir_job j ON j.id = c.job_id
+            WITH RECURSIVE head AS MATERIALIZED (
+                SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id, r.priority, r.scheduled_at,
+                    r.key IS NOT NULL AND (
+                        (key_lim IS NOT NULL AND coalesce((busy_keys ->> r.key)::integer, 0) >= key_lim)
+                        OR (key_rate IS NOT NULL
+                            AND coalesce((tats ->> r.key)::double precision, 0) - now_us > (key_burst - 1) * key_t_us)
+                    ) AS full_hint
+                FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
+                ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 4 * n + 500
+            ),
+            keys(k) AS (
+                (SELECT r.key FROM weir_ready r WHERE r.queue = q AND r.key IS NOT NULL
+                    AND (SELECT count(*) FROM head) = 4 * n + 500
+                    AND (SELECT count(*) FROM head WHERE NOT head.full_hint) < n
+                ORDER BY r.key LIMIT 1)
+                UNION ALL
+                SELECT (SELECT r.key FROM weir_ready r WHERE r.queue = q AND r.key > keys.k ORDER BY r.key LIMIT 1)
+                FROM keys WHERE keys.k IS NOT NULL
+            ),
+            room AS (
+                SELECT keys.k, least(n,
+                    coalesce(key_lim, 2147483647) - coalesce((busy_keys ->> keys.k)::integer, 0),
+                    CASE WHEN key_rate IS NULL THEN 2147483647 ELSE key_burst - greatest(
+                        ceil((coalesce((tats ->> keys.k)::double precision, 0) - now_us) / key_t_us), 0)::integer END
+                ) AS slots
+                FROM keys WHERE keys.k IS NOT NULL
+            ),
+            more AS (
+                SELECT x.* FROM room, LATERAL (
+                    SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id, r.priority, r.scheduled_at
+                    FROM weir_ready r
+                    WHERE r.queue = q AND r.key = room.k AND r.scheduled_at <= now()
+                    -- r.key first, though one: only weir_ready_key_idx gives
+                    -- this order without a sort, which the settings cost as
+                    -- disabled, and statistics of one key's backlog would
+                    -- otherwise have the planner filter the claim index.
+                    ORDER BY r.key, r.priority, r.scheduled_at, r.job_id
+                    LIMIT greatest(room.slots, 0)) x
+            ),
+            c AS (
+                SELECT head.part, head.row_id, head.job_id, head.priority, head.scheduled_at FROM head
+                WHERE NOT head.full_hint
+                UNION ALL
+                SELECT more.part, more.row_id, more.job_id, more.priority, more.scheduled_at FROM more
+                WHERE more.job_id NOT IN (SELECT head.job_id FROM head)
+            )
+            SELECT c.part, c.row_id, c.job_id, c.priority, c.scheduled_at, j.id AS available,
+                weir_job_key(key_src, key_path, j.args, j.metadata) AS k, false AS passed
+            FROM c LEFT JOIN weir_job j ON j.id = c.job_id
                 AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
-            WHERE NOT c.full_hint
-            ORDER BY c.priority, c.scheduled_at, c.job_id
+            UNION ALL -- first: whether the head had rows passed over
+            SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, coalesce((SELECT bool_or(head.full_hint) FROM head), false)
+            ORDER BY 4 NULLS FIRST, 5, 3
         LOOP
-            seen := cand.window_rows;
-            capped := capped OR cand.window_full > 0;
+            capped := capped OR coalesce(cand.passed, false);
+            IF cand.part IS NULL THEN
+                CONTINUE;
+            END IF;
             IF cand.available IS NULL OR cand.job_id = ANY(picked_ids) THEN
                 drop_parts := drop_parts || cand.part; -- a stale hint, or a second
                 drop_rows := drop_rows || cand.row_id;
-            ELSIF cardinality(picked_ids) < n THEN
-                used := coalesce((busy_keys ->> cand.k)::integer, 0) + coalesce((taken ->> cand.k)::integer, 0);
-                IF used >= key_lim THEN
-                    capped := true;
-                ELSE
-                    taken := jsonb_set(taken, ARRAY[cand.k], to_jsonb(coalesce((taken ->> cand.k)::integer, 0) + 1));
-                    picked_ids := picked_ids || cand.job_id;
-                    drop_parts := drop_parts || cand.part;
-                    drop_rows := drop_rows || cand.row_id;
-                END IF;
+                CONTINUE;
             END IF;
-        END LOOP;
-        IF seen = 0 THEN
-            -- No row of the head could be taken: were there any, all of keys
-            -- without a free slot?
-            SELECT count(*) INTO seen FROM (SELECT 1 FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
-                ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 4 * n + 500) h;
-            capped := capped OR seen > 0;
-        END IF;
-        -- When keys without a free slot fill the head and there may be more,
-        -- each other key's first due rows, as many as it has free slots,
-        -- found by a skip scan of weir_ready_key_idx over the keys with rows
-        -- in the list: a key's backlog does not hide another key's jobs.
-        IF cardinality(picked_ids) < n AND seen = 4 * n + 500 THEN
-            FOR cand IN
-                WITH RECURSIVE keys(k) AS (
-                    (SELECT r.key FROM weir_ready r WHERE r.queue = q AND r.key IS NOT NULL ORDER BY r.key LIMIT 1)
-                    UNION ALL
-                    SELECT (SELECT r.key FROM weir_ready r WHERE r.queue = q AND r.key > keys.k ORDER BY r.key LIMIT 1)
-                    FROM keys WHERE keys.k IS NOT NULL
-                ),
-                free AS (
-                    SELECT keys.k, least(key_lim - coalesce((busy_keys ->> keys.k)::integer, 0)
-                        - coalesce((taken ->> keys.k)::integer, 0), n - cardinality(picked_ids)) AS slots
-                    FROM keys WHERE keys.k IS NOT NULL
-                )
-                SELECT c.part, c.row_id, c.job_id, j.id AS available,
-                    weir_job_key(key_src, key_path, j.args, j.metadata) AS k
-                FROM (SELECT x.* FROM free, LATERAL (
-                        SELECT r.tableoid AS part, r.ctid AS row_id, r.job_id, r.priority, r.scheduled_at
-                        FROM weir_ready r
-                        WHERE r.queue = q AND r.key = free.k AND r.scheduled_at <= now()
-                            AND r.job_id <> ALL(picked_ids)
-                        -- r.key first, though one: only weir_ready_key_idx
-                        -- gives this order without a sort, which the
-                        -- settings cost as disabled, and statistics of one
-                        -- key's backlog would otherwise have the planner
-                        -- filter the claim index by key.
-                        ORDER BY r.key, r.priority, r.scheduled_at, r.job_id
-                        LIMIT greatest(free.slots, 0)) x
-                    ) c
-                LEFT JOIN weir_job j ON j.id = c.job_id
-                    AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
-                ORDER BY c.priority, c.scheduled_at, c.job_id
-            LOOP
-                IF cand.available IS NULL OR cand.job_id = ANY(picked_ids) THEN
-                    drop_parts := drop_parts || cand.part;
-                    drop_rows := drop_rows || cand.row_id;
-                ELSIF cardinality(picked_ids) < n THEN
-                    used := coalesce((busy_keys ->> cand.k)::integer, 0) + coalesce((taken ->> cand.k)::integer, 0);
-                    IF used >= key_lim THEN
-                        capped := true; -- a stale hint's key, full
-                    ELSE
-                        taken := jsonb_set(taken, ARRAY[cand.k], to_jsonb(coalesce((taken ->> cand.k)::integer, 0) + 1));
-                        picked_ids := picked_ids || cand.job_id;
-                        drop_parts := drop_parts || cand.part;
-                        drop_rows := drop_rows || cand.row_id;
-                    END IF;
+            IF cardinality(picked_ids) >= n THEN
+                CONTINUE;
+            END IF;
+            IF key_lim IS NOT NULL AND coalesce((busy_keys ->> cand.k)::integer, 0)
+                    + coalesce((taken ->> cand.k)::integer, 0) >= key_lim THEN
+                capped := true;
+                CONTINUE;
+            END IF;
+            IF key_rate IS NOT NULL THEN
+                key_tat := greatest(coalesce((tats ->> cand.k)::double precision, now_us), now_us);
+                IF key_tat - now_us > (key_burst - 1) * key_t_us THEN
+                    capped := true;
+                    key_due := least(key_due, to_timestamp((key_tat - (key_burst - 1) * key_t_us) / 1000000));
+                    CONTINUE;
                 END IF;
-            END LOOP;
-        END IF;
+                tats := jsonb_set(tats, ARRAY[cand.k], to_jsonb(key_tat + key_t_us));
+            END IF;
+            taken := jsonb_set(taken, ARRAY[cand.k], to_jsonb(coalesce((taken ->> cand.k)::integer, 0) + 1));
+            picked_ids := picked_ids || cand.job_id;
+            drop_parts := drop_parts || cand.part;
+            drop_rows := drop_rows || cand.row_id;
+        END LOOP;
         DELETE FROM weir_ready r USING unnest(drop_parts, drop_rows) AS d(part, row_id)
         WHERE r.tableoid = d.part AND r.ctid = d.row_id;
         IF cardinality(picked_ids) > 0 THEN
@@ -286,6 +331,18 @@ BEGIN
                 AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
             RETURNING j.*;
             GET DIAGNOSTICS got = ROW_COUNT;
+        END IF;
+        IF key_rate IS NOT NULL AND got > 0 THEN
+            -- The limiter's time of the keys this claim took; now and then,
+            -- forget the times that are past, which admit a burst as no time
+            -- does.
+            INSERT INTO weir_key_rate AS r (queue, key, tat)
+            SELECT q, t.key, to_timestamp((tats ->> t.key)::double precision / 1000000)
+            FROM jsonb_object_keys(taken) AS t(key)
+            ON CONFLICT (queue, key) DO UPDATE SET tat = excluded.tat;
+            IF random() < 0.01 THEN
+                DELETE FROM weir_key_rate r WHERE r.queue = q AND r.tat < now();
+            END IF;
         END IF;
     ELSIF n > 0 THEN
         RETURN QUERY
@@ -318,10 +375,12 @@ BEGIN
         END IF;
     END IF;
     IF capped THEN
+        -- When the queue's rate cut the claim short, its next start is the
+        -- next of any key; otherwise that of the first key waiting for its
+        -- rate, if any.
         marker.attempted_at := now();
-        IF rate_capped THEN
-            marker.scheduled_at := tat - (burst - 1) * t_us * interval '1 microsecond';
-        END IF;
+        marker.scheduled_at := CASE WHEN rate_capped THEN tat - (burst - 1) * t_us * interval '1 microsecond'
+            ELSE key_due END;
         RETURN NEXT marker;
     END IF;
 END

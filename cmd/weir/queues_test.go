@@ -22,6 +22,10 @@ type listedQueue struct {
 	KeyLimit *struct {
 		Key   string `json:"key"`
 		Limit int    `json:"limit"`
+		Rate  *struct {
+			Limit  int    `json:"limit"`
+			Period string `json:"period"`
+		} `json:"rate"`
 	} `json:"key_limit"`
 	Counts map[string]int64 `json:"counts"`
 }
@@ -164,7 +168,8 @@ func TestQueuesSetGlobalLimit(t *testing.T) {
 		{[]string{"mail", "--global-limit", "1000001"}, `--global-limit "1000001" is not a number`},
 		{[]string{"mail", "--global-limit", "ten"}, `--global-limit "ten" is not a number`},
 		{[]string{"mail", "--key-limit", "args.customer"}, `--key-limit "args.customer" is not KEY:N`},
-		{[]string{"mail", "--key-limit", "args.customer:0"}, `--key-limit "args.customer:0" is not KEY:N`},
+		{[]string{"mail", "--key-limit", "args.customer:0"}, `--key-limit "args.customer:0": the limit "0" is not a number from 1 to 1000000`},
+		{[]string{"mail", "--key-limit", "args.customer:2,0/1s"}, `--key-limit "args.customer:2,0/1s": the rate "0/1s" is not N/PERIOD`},
 		{[]string{"mail", "--key-limit", "customer:2"}, `--key-limit "customer:2": key "customer" does not start with args. or metadata.`},
 		{[]string{"mail", "--key-limit", "args.a b:2"}, `field "a b" outside`},
 		{[]string{"mail", "--key-limit", "args.\x1b[31m:2"}, `field "\x1b[31m" outside`},
@@ -231,6 +236,15 @@ func TestQueuesSetGlobalLimit(t *testing.T) {
 	wantOK(t, r)
 	if _, rows := tableRows(t, r.stdout); len(rows) != 2 || rows[1][4] != "args.customer_id:2" {
 		t.Fatalf("list with a key limit:\n%s", r.stdout)
+	}
+	r = weir(t, "queues", "set", "mail", "--key-limit", "args.customer_id:2,10/1s")
+	wantOK(t, r)
+	r = weir(t, "queues", "list", "--json")
+	wantOK(t, r)
+	keyed = nil
+	decodeJSON(t, r.stdout, &keyed)
+	if q := keyed[1]; q.KeyLimit == nil || q.KeyLimit.Limit != 2 || q.KeyLimit.Rate == nil || q.KeyLimit.Rate.Limit != 10 || q.KeyLimit.Rate.Period != "1s" {
+		t.Fatalf("mail with a key rate in the JSON list: %+v", q.KeyLimit)
 	}
 	r = weir(t, "queues", "set", "mail", "--key-limit", "none")
 	wantOK(t, r)

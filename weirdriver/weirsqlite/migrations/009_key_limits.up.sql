@@ -23,4 +23,4 @@ CREATE TABLE weir_key_rate (
     key TEXT NOT NULL,
     tat INTEGER NOT NULL,
     PRIMARY KEY (queue, key)
-) WITHOUT ROWID;
+);

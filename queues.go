@@ -41,10 +41,7 @@ func errQueuesStopped(op, name string) error {
 // 1,001st queue; and, with one wrapping ErrStopped, a client that is stopping
 // or stopped.
 func (s *QueueSet) Add(ctx context.Context, name string, cfg QueueConfig) error {
-	if err := validateName("name", "queue", name); err != nil {
-		return err
-	}
-	q, err := checkQueue("QueueConfig", name, cfg)
+	q, err := checkQueueArgs(name, cfg)
 	if err != nil {
 		return err
 	}
@@ -77,10 +74,7 @@ func (s *QueueSet) Add(ctx context.Context, name string, cfg QueueConfig) error 
 // not work and settings outside their ranges; and, with one wrapping
 // ErrStopped, a client that is stopping or stopped.
 func (s *QueueSet) Update(ctx context.Context, name string, cfg QueueConfig) error {
-	if err := validateName("name", "queue", name); err != nil {
-		return err
-	}
-	q, err := checkQueue("QueueConfig", name, cfg)
+	q, err := checkQueueArgs(name, cfg)
 	if err != nil {
 		return err
 	}
@@ -166,6 +160,15 @@ func settingsInEffect(q QueueConfig) QueueConfig {
 		q.Prefetch = -1
 	}
 	return q
+}
+
+// checkQueueArgs checks the arguments of Add and Update, and returns cfg
+// resolved (checkQueue).
+func checkQueueArgs(name string, cfg QueueConfig) (QueueConfig, error) {
+	if err := validateName("name", "queue", name); err != nil {
+		return cfg, err
+	}
+	return checkQueue("QueueConfig", name, cfg)
 }
 
 // changeIdleQueues applies change, under c.mu, to a copy of the queues Start

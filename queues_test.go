@@ -63,6 +63,19 @@ func (b *bundle) waitState(t testing.TB, id int64, state weir.JobState) {
 	waitFor(t, 10*time.Second, fmt.Sprintf("job %d to be %s", id, state), func() bool { return b.job(t, id).State == state })
 }
 
+// insertHeld inserts n probe jobs into queue, whose handler holds its first
+// job on g and whose prefetch takes the others, and waits until they are all
+// claimed. It returns their ids and the running job's.
+func (b *bundle) insertHeld(t testing.TB, g *gate, n int, queue string) (ids []int64, running int64) {
+	t.Helper()
+	for range n {
+		ids = append(ids, b.insertProbe(t, "p", queueOpts(queue)))
+	}
+	running = g.expectStarted(t)
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d jobs claimed", n), func() bool { return b.count(t, "state = 'running'") == n })
+	return ids, running
+}
+
 // TestQueuesAddStarted adds a queue to a running client: it claims at once,
 // its declared limits are stored, List and the client registry show it.
 func TestQueuesAddStarted(t *testing.T) {
@@ -404,12 +417,7 @@ func TestQueuesRemove(t *testing.T) {
 	// while the other queue's job runs.
 	cfg.FetchPollInterval = 10 * time.Millisecond
 	c := b.start(t, cfg)
-	var ids []int64
-	for range 4 {
-		ids = append(ids, b.insertProbe(t, "p", queueOpts("q")))
-	}
-	running := g.expectStarted(t)
-	waitFor(t, 10*time.Second, "four jobs claimed", func() bool { return b.count(t, "state = 'running'") == 4 })
+	ids, running := b.insertHeld(t, g, 4, "q")
 
 	removed := make(chan error, 1)
 	go func() { removed <- c.Queues().Remove(testCtx(t), "q") }()
@@ -598,12 +606,7 @@ func TestQueuesStopCoversAdded(t *testing.T) {
 	if err := c.Queues().Add(testCtx(t), "added", weir.QueueConfig{MaxWorkers: 1, Prefetch: 2}); err != nil {
 		t.Fatal(err)
 	}
-	var ids []int64
-	for range 3 {
-		ids = append(ids, b.insertProbe(t, "p", queueOpts("added")))
-	}
-	running := g.expectStarted(t)
-	waitFor(t, 10*time.Second, "three jobs claimed", func() bool { return b.count(t, "state = 'running'") == 3 })
+	ids, running := b.insertHeld(t, g, 3, "added")
 	stopped := make(chan error, 1)
 	go func() { stopped <- c.Stop(testCtx(t)) }()
 	waitFor(t, 10*time.Second, "the prefetched jobs given back", func() bool { return b.count(t, "state = 'available'") == 2 })

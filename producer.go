@@ -136,8 +136,9 @@ func (p *producer) setConfig(cfg QueueConfig) {
 	p.poke()
 }
 
-// finished reports whether the loop returned and no handler runs: a removed
-// queue's producer then holds nothing, and its workers are ending.
+// finished reports whether the loop returned, no handler runs and the workers
+// were told to stop: a removed queue's producer then holds nothing, and its
+// workers are ending, so that waiting for them takes no time.
 func (p *producer) finished() bool {
 	select {
 	case <-p.loopDone:
@@ -146,7 +147,7 @@ func (p *producer) finished() bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.running == 0
+	return p.running == 0 && p.workersClosed
 }
 
 // stopWorkers ends the idle workers, and each busy one when its handler returns;

@@ -31,9 +31,10 @@ func errQueuesStopped(op, name string) error {
 // Add adds queue name with settings cfg, which are checked as NewClient checks
 // Config.Queues. On a started client the queue's producer starts at once (it
 // claims straight away), after cfg's GlobalLimit and RateLimit, when set, are
-// stored in the database as Start stores them; before Start, the queue joins
-// the configuration Start uses. ctx bounds the wait for a Start in flight and
-// the database writes.
+// stored in the database as Start stores them; its handlers get the values of
+// Start's context, as every handler does, not ctx's. Before Start, the queue
+// joins the configuration Start uses. ctx bounds the wait for a Start in
+// flight and the database writes.
 //
 // Add refuses, with an error wrapping ErrInvalid that says what is wrong, a
 // name outside the character set, a queue the client has (or is still

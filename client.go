@@ -66,7 +66,8 @@ type Config struct {
 	PeriodicJobs []PeriodicJob
 
 	// Queues are the queues this client works, with their settings, at most
-	// 1,000. A client without queues only inserts and operates.
+	// 1,000. A client without queues only inserts and operates. Client.Queues
+	// adds, resizes and removes queues later, also while the client runs.
 	Queues map[string]QueueConfig
 	// LeaseDuration is how long a claim or renewal holds a job (database clock).
 	// Default: 30 s. Range: 100 ms to 1 h, and at least 3× HeartbeatInterval.
@@ -123,7 +124,8 @@ type QueueConfig struct {
 	// once across every client on the database (docs/flow-control.md). Start
 	// stores it in the database, whose value is the one every client's claims
 	// obey: of clients that declare different limits, the one started last
-	// wins. 0 leaves the stored limit as it is, none or one an operator set
+	// wins (QueueSet's Add, and Update when it changes the limit, store it
+	// too). 0 leaves the stored limit as it is, none or one an operator set
 	// (Client.QueueSetGlobalLimit, weir queues set). Range: 0 to 1,000,000.
 	GlobalLimit int
 	// RateLimit, when set, is the most jobs of this queue started per period

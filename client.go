@@ -66,7 +66,8 @@ type Config struct {
 	PeriodicJobs []PeriodicJob
 
 	// Queues are the queues this client works, with their settings, at most
-	// 1,000. A client without queues only inserts and operates.
+	// 1,000. A client without queues only inserts and operates. Client.Queues
+	// adds, resizes and removes queues later, also while the client runs.
 	Queues map[string]QueueConfig
 	// LeaseDuration is how long a claim or renewal holds a job (database clock).
 	// Default: 30 s. Range: 100 ms to 1 h, and at least 3× HeartbeatInterval.
@@ -123,7 +124,8 @@ type QueueConfig struct {
 	// once across every client on the database (docs/flow-control.md). Start
 	// stores it in the database, whose value is the one every client's claims
 	// obey: of clients that declare different limits, the one started last
-	// wins. 0 leaves the stored limit as it is, none or one an operator set
+	// wins (QueueSet's Add, and Update when it changes the limit, store it
+	// too). 0 leaves the stored limit as it is, none or one an operator set
 	// (Client.QueueSetGlobalLimit, weir queues set). Range: 0 to 1,000,000.
 	GlobalLimit int
 	// RateLimit, when set, is the most jobs of this queue started per period
@@ -438,33 +440,9 @@ func (cfg *Config) setRuntimeDefaults() error {
 		if err := validateName("Config.Queues", "queue", name); err != nil {
 			return err
 		}
-		if q.MaxWorkers < 1 || q.MaxWorkers > maxQueueWorkers {
-			return invalidf(fmt.Sprintf("Config.Queues[%q].MaxWorkers", name), "queue %q: MaxWorkers %d is outside its range 1..%d", name, q.MaxWorkers, maxQueueWorkers)
-		}
-		if q.RateLimit != (RateLimit{}) {
-			if err := checkRateLimit(fmt.Sprintf("Config.Queues[%q].RateLimit", name), name, q.RateLimit); err != nil {
-				return err
-			}
-		}
-		if q.KeyLimit != (KeyLimit{}) {
-			if err := checkKeyLimit(fmt.Sprintf("Config.Queues[%q].KeyLimit", name), name, q.KeyLimit); err != nil {
-				return err
-			}
-		}
-		if q.GlobalLimit < 0 || q.GlobalLimit > weirdriver.MaxGlobalLimit {
-			return invalidf(fmt.Sprintf("Config.Queues[%q].GlobalLimit", name), "queue %q: GlobalLimit %d is outside its range 0..%d (0 leaves the stored limit)",
-				name, q.GlobalLimit, weirdriver.MaxGlobalLimit)
-		}
-		switch {
-		case q.Prefetch < -1 || q.Prefetch > maxPrefetch:
-			return invalidf(fmt.Sprintf("Config.Queues[%q].Prefetch", name), "queue %q: Prefetch %d is outside its range -1..%d (-1 for none, 0 for the default)",
-				name, q.Prefetch, maxPrefetch)
-		case q.Prefetch == 0 && (q.GlobalLimit > 0 || q.KeyLimit.Limit > 0):
-			// none: 0, which -1 becomes below
-		case q.Prefetch == 0:
-			q.Prefetch = min(q.MaxWorkers/4, 100)
-		case q.Prefetch == -1:
-			q.Prefetch = 0
+		q, err := checkQueue(fmt.Sprintf("Config.Queues[%q]", name), name, q)
+		if err != nil {
+			return err
 		}
 		queues[name] = q
 	}
@@ -489,6 +467,41 @@ func checkKeyLimit(field, queue string, k KeyLimit) error {
 		return invalidf(field, "queue %q: KeyLimit %s: %v", queue, k, err)
 	}
 	return nil
+}
+
+// checkQueue checks queue name's settings q and returns them with Prefetch
+// resolved: its default filled in, and -1 (none) made 0. field names q in
+// errors ("Config.Queues[\"q\"]", or "QueueConfig" for Client.Queues).
+func checkQueue(field, name string, q QueueConfig) (QueueConfig, error) {
+	if q.MaxWorkers < 1 || q.MaxWorkers > maxQueueWorkers {
+		return q, invalidf(field+".MaxWorkers", "queue %q: MaxWorkers %d is outside its range 1..%d", name, q.MaxWorkers, maxQueueWorkers)
+	}
+	if q.RateLimit != (RateLimit{}) {
+		if err := checkRateLimit(field+".RateLimit", name, q.RateLimit); err != nil {
+			return q, err
+		}
+	}
+	if q.KeyLimit != (KeyLimit{}) {
+		if err := checkKeyLimit(field+".KeyLimit", name, q.KeyLimit); err != nil {
+			return q, err
+		}
+	}
+	if q.GlobalLimit < 0 || q.GlobalLimit > weirdriver.MaxGlobalLimit {
+		return q, invalidf(field+".GlobalLimit", "queue %q: GlobalLimit %d is outside its range 0..%d (0 leaves the stored limit)",
+			name, q.GlobalLimit, weirdriver.MaxGlobalLimit)
+	}
+	switch {
+	case q.Prefetch < -1 || q.Prefetch > maxPrefetch:
+		return q, invalidf(field+".Prefetch", "queue %q: Prefetch %d is outside its range -1..%d (-1 for none, 0 for the default)",
+			name, q.Prefetch, maxPrefetch)
+	case q.Prefetch == 0 && (q.GlobalLimit > 0 || q.KeyLimit.Limit > 0):
+		// none: 0, which -1 becomes below
+	case q.Prefetch == 0:
+		q.Prefetch = min(q.MaxWorkers/4, 100)
+	case q.Prefetch == -1:
+		q.Prefetch = 0
+	}
+	return q, nil
 }
 
 // checkRateLimit checks queue's rate limit r, which is not the zero value.
@@ -577,7 +590,7 @@ func (c *Client) wakeLocal(results []*InsertResult) {
 		if r.Duplicate && !r.Replaced || r.Job.State != JobStateAvailable {
 			continue
 		}
-		if p := e.producers[r.Job.Queue]; p != nil {
+		if p := e.producer(r.Job.Queue); p != nil {
 			p.poke()
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/weirq/weir/internal/listener"
 	"github.com/weirq/weir/internal/maintenance"
 	"github.com/weirq/weir/internal/registry"
+	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
 )
 
@@ -32,12 +33,32 @@ type engine struct {
 	leases    *lease.Table
 	heartbeat *lease.Heartbeat
 	listener  *listener.Listener // nil when Config.PollOnly
-	producers map[string]*producer
 	completer *completer.Completer
 	maint     *maintenance.Service
 	registry  *registry.Registry
 	// registryWrites counts the registry's writes (tests read it).
 	registryWrites atomic.Int64
+
+	// The queues (queues.go). producers holds the producer of each queue the
+	// client works, by name: a map never changed once stored, replaced whole
+	// under queuesMu, so that the callbacks that look a producer up (an
+	// outcome written, a notification, an insert) never wait for a change.
+	producers atomic.Pointer[map[string]*producer]
+	// deps are what each producer works with, kept for queues added later.
+	deps producerDeps
+	// queuesMu guards the changes of producers, removing and queuesClosed. It
+	// is never held across I/O or a wait for handlers, so that Stop never waits
+	// for a change of the queues.
+	queuesMu sync.Mutex
+	// removing holds the producers of removed queues until their loop and
+	// handlers ended: Stop waits for them as for the others.
+	removing map[*producer]struct{}
+	// queuesClosed is set at Stop's first step: no queue changes afterwards.
+	queuesClosed bool
+	// changeMu makes each Add, Remove and Update one step: each checks the set
+	// of queues and changes it, with Add's and Update's database writes in
+	// between. Stop never takes it.
+	changeMu sync.Mutex
 
 	// claimCtx ends at Stop's first step: producers stop claiming.
 	claimCtx  context.Context
@@ -76,9 +97,6 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.config.Inline {
 		return nil
 	}
-	if len(c.config.Queues) == 0 {
-		return invalidf("Config.Queues", "Start: Config.Queues is empty: a client without queues only inserts")
-	}
 	if len(c.config.Workers.byKind) == 0 {
 		return invalidf("Config.Workers", "Start: Config.Workers has no workers")
 	}
@@ -112,6 +130,11 @@ func (c *Client) beginStart(ctx context.Context) error {
 			return ErrStopped
 		}
 		return ErrAlreadyStarted
+	}
+	// Read under c.mu: Queues().Add and Remove change the queues of a client
+	// not started.
+	if len(c.config.Queues) == 0 {
+		return invalidf("Config.Queues", "Start: Config.Queues is empty: a client without queues only inserts")
 	}
 	c.state, c.startDone = clientStarting, make(chan struct{})
 	return nil
@@ -166,7 +189,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	e := &engine{
 		cfg: cfg, logger: cfg.Logger, limited: newLogLimiter(cfg.Logger, time.Now, logLinesPerSecond),
 		events: c.events, stats: &stats{},
-		producers: map[string]*producer{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
+		removing: map[*producer]struct{}{}, completerDone: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	e.claimCtx, e.stopClaim = context.WithCancel(context.Background())
 	e.hardCtx, e.hardCancel = context.WithCancel(context.Background())
@@ -185,7 +208,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		Written: e.outcomeWritten, Stale: e.staleWrite, Abandoned: e.outcomeAbandoned,
 		Room: e.pokeProducers,
 	})
-	deps := producerDeps{
+	e.deps = producerDeps{
 		exec: exec, clientID: cfg.ID, handlers: cfg.Workers, middleware: cfg.WorkerMiddleware,
 		pollInterval: cfg.FetchPollInterval, leaseDuration: cfg.LeaseDuration, leaseBudget: budget,
 		jobTimeout: cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
@@ -193,9 +216,11 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		base: context.WithValue(context.WithoutCancel(ctx), handlerScopeKey{}, &handlerScope{driver: c.driver, leases: e.leases, maxBytes: cfg.MaxArgsBytes}),
 		hard: e.hardCtx, submit: e.completer.Submit, backlogFull: e.completer.Full,
 	}
+	producers := make(map[string]*producer, len(cfg.Queues))
 	for name, qc := range cfg.Queues {
-		e.producers[name] = newProducer(deps, name, qc)
+		producers[name] = newProducer(e.deps, name, qc)
 	}
+	e.producers.Store(&producers)
 	if !cfg.PollOnly { // a poll-only client has no LISTEN connection (docs/poolers.md)
 		e.listener = listener.New(listener.Config{
 			Driver: c.driver, Logger: cfg.Logger,
@@ -217,12 +242,8 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		DiscardedRetention: cfg.DiscardedRetention,
 		ClientStaleAfter:   registry.StaleAfter,
 	})
-	queues := make(map[string]int, len(cfg.Queues))
-	for name, qc := range cfg.Queues {
-		queues[name] = qc.MaxWorkers
-	}
 	e.registry = registry.New(registry.Config{
-		Exec: exec, ID: cfg.ID, Queues: queues, Interval: c.registryInterval, Logger: cfg.Logger, Writes: &e.registryWrites,
+		Exec: exec, ID: cfg.ID, Queues: registryQueues(producers), Interval: c.registryInterval, Logger: cfg.Logger, Writes: &e.registryWrites,
 	})
 	return e
 }
@@ -231,21 +252,9 @@ func newEngine(ctx context.Context, c *Client) *engine {
 func (e *engine) start(ctx context.Context) error {
 	// The limits this client declares are stored before anything runs:
 	// the database's value is the one every claim obeys.
-	for name, p := range e.producers {
-		if p.cfg.GlobalLimit != 0 {
-			if err := p.exec.QueueSetGlobalLimit(ctx, name, p.cfg.GlobalLimit); err != nil {
-				return fmt.Errorf("weir: start: %w", err)
-			}
-		}
-		if r := p.cfg.RateLimit; r != (RateLimit{}) {
-			if err := p.exec.QueueSetRateLimit(ctx, name, r.Limit, r.Period); err != nil {
-				return fmt.Errorf("weir: start: %w", err)
-			}
-		}
-		if k := p.cfg.KeyLimit; k != (KeyLimit{}) {
-			if err := p.exec.QueueSetKeyLimit(ctx, name, k.params()); err != nil {
-				return fmt.Errorf("weir: start: %w", err)
-			}
+	for name, p := range *e.producers.Load() {
+		if err := storeLimits(ctx, e.deps.exec, name, p.config(), QueueConfig{}); err != nil {
+			return fmt.Errorf("weir: start: %w", err)
 		}
 	}
 	e.events.startHooks(e.logger)
@@ -269,8 +278,31 @@ func (e *engine) start(ctx context.Context) error {
 	// is logged, and the next refresh tries again.
 	e.registry.Register(ctx)
 	e.services.Go(func() { e.registry.Run(e.serviceCtx) })
-	for _, p := range e.producers {
-		e.producerLoops.Go(func() { p.loop(e.claimCtx) })
+	for _, p := range *e.producers.Load() {
+		p.start(e.claimCtx, &e.producerLoops)
+	}
+	return nil
+}
+
+// storeLimits stores the global, rate and key limits that cfg declares for queue,
+// those that differ from declared (what the client declared before; the zero
+// QueueConfig at Start). A limit left zero leaves the stored one: none, or one
+// an operator set. The database's value is the one every claim obeys.
+func storeLimits(ctx context.Context, exec weirdriver.Executor, queue string, cfg, declared QueueConfig) error {
+	if cfg.GlobalLimit != 0 && cfg.GlobalLimit != declared.GlobalLimit {
+		if err := exec.QueueSetGlobalLimit(ctx, queue, cfg.GlobalLimit); err != nil {
+			return err
+		}
+	}
+	if r := cfg.RateLimit; r != (RateLimit{}) && r != declared.RateLimit {
+		if err := exec.QueueSetRateLimit(ctx, queue, r.Limit, r.Period); err != nil {
+			return err
+		}
+	}
+	if k := cfg.KeyLimit; k != (KeyLimit{}) && k != declared.KeyLimit {
+		if err := exec.QueueSetKeyLimit(ctx, queue, k.params()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -292,7 +324,7 @@ func (e *engine) outcomeWritten(f *completer.Finalization) {
 		err = nil // the handler's transaction ended the job; run logged its error
 	}
 	e.events.emit(eventOf(f.Params.Outcome), f.Job.Row, err, f.Ran)
-	if p := e.producers[f.Job.Row.Queue]; p != nil {
+	if p := e.producer(f.Job.Row.Queue); p != nil {
 		p.released()
 	}
 }
@@ -328,7 +360,7 @@ func (e *engine) jobRescued(row *JobRow) {
 // pokeProducers wakes every producer: the listener (re)connected, and
 // notifications may have been missed meanwhile.
 func (e *engine) pokeProducers() {
-	for _, p := range e.producers {
+	for _, p := range *e.producers.Load() {
 		p.poke()
 	}
 }
@@ -336,7 +368,7 @@ func (e *engine) pokeProducers() {
 // insertNotified wakes the producer of the queue an insert notification names;
 // the producer throttles such hints.
 func (e *engine) insertNotified(queue string) {
-	if p := e.producers[queue]; p != nil {
+	if p := e.producer(queue); p != nil {
 		p.hint()
 	}
 }

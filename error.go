@@ -45,9 +45,10 @@ var (
 	ErrLeaseLost = weirtype.ErrLeaseLost
 	// ErrJobCancelRequested: an operator cancelled the running job.
 	ErrJobCancelRequested = weirtype.ErrJobCancelRequested
-	// ErrShutdown: the client is stopping and the shutdown budget ran out; a
-	// handler that returns an error now gives the job back without spending an
-	// attempt.
+	// ErrShutdown: the client is stopping and the shutdown budget ran out, or
+	// the job's queue is being removed (QueueSet.Remove) and that call's
+	// context ran out; a handler that returns an error now gives the job back
+	// without spending an attempt.
 	ErrShutdown = weirtype.ErrShutdown
 	// ErrJobTimeout: the attempt ran longer than its timeout.
 	ErrJobTimeout = weirtype.ErrJobTimeout

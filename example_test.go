@@ -130,6 +130,59 @@ func ExampleAddWorker() {
 	// Output: welcome sent to ada@example.com
 }
 
+func ExampleClient_Queues() {
+	ctx := context.Background()
+	driver, done := exampleStore()
+	defer done()
+
+	workers := weir.NewWorkers()
+	weir.AddWorker(workers, weir.WorkFunc(func(ctx context.Context, job *weir.Job[SendWelcome]) error {
+		fmt.Println("sent to", job.Args.To, "from queue", job.Queue)
+		return nil
+	}))
+	client, err := weir.NewClient(driver, &weir.Config{
+		Workers: workers,
+		Queues:  map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 10}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	completed, unsubscribe := client.Subscribe(weir.EventJobCompleted)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	// A queue added to a running client claims at once.
+	queues := client.Queues()
+	if err := queues.Add(ctx, "bulk", weir.QueueConfig{MaxWorkers: 2}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.Insert(ctx, SendWelcome{To: "ada@example.com"}, &weir.InsertOpts{Queue: "bulk"}); err != nil {
+		log.Fatal(err)
+	}
+	<-completed
+	if err := queues.Update(ctx, "bulk", weir.QueueConfig{MaxWorkers: 8}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("bulk runs", queues.List()["bulk"].MaxWorkers, "at once")
+	// Remove waits, within its context, for the queue's running handlers.
+	removeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := queues.Remove(removeCtx, "bulk"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(queues.List()), "queue left")
+
+	if err := client.Stop(removeCtx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// sent to ada@example.com from queue bulk
+	// bulk runs 8 at once
+	// 1 queue left
+}
+
 func ExampleClient_JobCancel() {
 	ctx := context.Background()
 	driver, done := exampleStore()

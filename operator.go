@@ -345,7 +345,7 @@ func (c *Client) QueueResume(ctx context.Context, name string) error {
 	}
 	// As for JobCancel: this client's own workers wake without the notification.
 	if e := c.engine(); e != nil {
-		if p := e.producers[name]; p != nil {
+		if p := e.producer(name); p != nil {
 			p.poke()
 		}
 	}
@@ -369,7 +369,7 @@ func (c *Client) QueueSetGlobalLimit(ctx context.Context, name string, limit int
 		return err
 	}
 	if e := c.engine(); e != nil { // as QueueResume: this client's workers wake at once
-		if p := e.producers[name]; p != nil {
+		if p := e.producer(name); p != nil {
 			p.poke()
 		}
 	}
@@ -396,7 +396,7 @@ func (c *Client) QueueSetRateLimit(ctx context.Context, name string, limit RateL
 		return err
 	}
 	if e := c.engine(); e != nil {
-		if p := e.producers[name]; p != nil {
+		if p := e.producer(name); p != nil {
 			p.poke()
 		}
 	}
@@ -434,7 +434,7 @@ func (c *Client) QueueSetKeyLimit(ctx context.Context, name string, limit KeyLim
 		return err
 	}
 	if e := c.engine(); e != nil {
-		if p := e.producers[name]; p != nil {
+		if p := e.producer(name); p != nil {
 			p.poke()
 		}
 	}

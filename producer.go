@@ -55,7 +55,6 @@ type producerDeps struct {
 type producer struct {
 	producerDeps
 	queue string
-	cfg   QueueConfig
 	wake  chan struct{} // capacity 1: a pending wake-up
 	hints chan struct{} // capacity 1: a pending insert notification
 	// atLimit is set while the last claim was cut short by the queue's global
@@ -69,10 +68,19 @@ type producer struct {
 
 	// workers counts the worker goroutines, at most MaxWorkers: one is started
 	// when a job starts and no worker is idle, and it lives until the producer
-	// stops, so that a worker keeps its grown stack from job to job.
+	// stops (or Update lowers MaxWorkers below the workers there are), so that
+	// a worker keeps its grown stack from job to job.
 	workers sync.WaitGroup
 
-	mu       sync.Mutex
+	// stopLoop ends the loop (Remove; Stop ends it through the parent context
+	// start was given); loopDone is closed when the loop returned.
+	stopLoop context.CancelFunc
+	loopDone chan struct{}
+
+	mu sync.Mutex
+	// cfg is the queue's settings: Update changes MaxWorkers and Prefetch
+	// while the loop and the workers read them.
+	cfg      QueueConfig
 	buffer   []*lease.Job  // claimed, not started: the local prefetch
 	running  int           // handed to a worker, handler not returned
 	claiming bool          // false once Stop began: buffered jobs no longer start
@@ -89,8 +97,57 @@ type producer struct {
 func newProducer(deps producerDeps, queue string, cfg QueueConfig) *producer {
 	return &producer{
 		producerDeps: deps, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
-		freed: make(chan struct{}, 1), claiming: true,
+		freed: make(chan struct{}, 1), claiming: true, loopDone: make(chan struct{}),
 	}
+}
+
+// start runs the loop on a goroutine counted by loops, until parent ends or
+// stopLoop is called.
+func (p *producer) start(parent context.Context, loops *sync.WaitGroup) {
+	ctx, cancel := context.WithCancel(parent)
+	p.stopLoop = cancel
+	loops.Go(func() {
+		defer close(p.loopDone)
+		defer cancel()
+		p.loop(ctx)
+	})
+}
+
+// config returns the queue's settings.
+func (p *producer) config() QueueConfig {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg
+}
+
+// setConfig makes cfg the queue's settings (Client.Queues().Update). The next
+// claim asks for room by them; buffered jobs start at once on the slots a
+// higher MaxWorkers frees; a lower one stops no handler, and the workers
+// beyond it end, idle ones now and busy ones as their handlers return.
+func (p *producer) setConfig(cfg QueueConfig) {
+	p.mu.Lock()
+	p.cfg = cfg
+	for excess := p.running + len(p.idleWorkers) - cfg.MaxWorkers; excess > 0 && len(p.idleWorkers) > 0; excess-- {
+		close(p.idleWorkers[0]) // the least recently idle, whose stack is the likeliest to have shrunk
+		p.idleWorkers = p.idleWorkers[1:]
+	}
+	p.startBufferedLocked()
+	p.mu.Unlock()
+	p.poke()
+}
+
+// finished reports whether the loop returned, no handler runs and the workers
+// were told to stop: a removed queue's producer then holds nothing, and its
+// workers are ending, so that waiting for them takes no time.
+func (p *producer) finished() bool {
+	select {
+	case <-p.loopDone:
+	default:
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running == 0 && p.workersClosed
 }
 
 // stopWorkers ends the idle workers, and each busy one when its handler returns;
@@ -323,11 +380,18 @@ func (p *producer) work(j *lease.Job) {
 			p.mu.Unlock()
 			return
 		}
-		// Idle first, so that the next buffered job comes to this worker.
-		p.idleWorkers = append(p.idleWorkers, inbox)
+		// Update lowered MaxWorkers below the workers there are: this one ends.
+		excess := p.running+len(p.idleWorkers) >= p.cfg.MaxWorkers
+		if !excess {
+			// Idle first, so that the next buffered job comes to this worker.
+			p.idleWorkers = append(p.idleWorkers, inbox)
+		}
 		p.startBufferedLocked()
 		p.mu.Unlock()
 		p.poke()
+		if excess {
+			return
+		}
 		var ok bool
 		if j, ok = awaitJob(inbox); !ok {
 			return

@@ -81,35 +81,36 @@ func (e *engine) shutdown(ctx context.Context, hard bool) error {
 
 	e.completer.BeginStop()
 
-	// 1. Stop claiming and wake every goroutine that waits for work.
-	for _, p := range e.producers {
+	// 1. Stop claiming and wake every goroutine that waits for work. The
+	// queues stop changing: every producer, those of queues being removed
+	// included, is one of these.
+	producers := e.closeQueues()
+	for _, p := range producers {
 		p.stopClaiming()
 	}
 	e.stopClaim()
 	waitCtx(ctx, e.producerLoops.Wait)
 
 	// 2. Give back prefetched jobs, fenced, without spending an attempt.
-	for _, p := range e.producers {
+	for _, p := range producers {
 		p.releaseBuffered()
 	}
 
 	// 3. Let running handlers finish while heartbeats go on; 4. at the soft
 	// deadline, cancel those left.
-	soft := ctx
-	if hasDeadline && !hard {
-		reserve := min(e.cfg.ShutdownReserve, time.Until(deadline)/5)
-		var cancel context.CancelFunc
-		soft, cancel = context.WithDeadline(ctx, deadline.Add(-reserve))
-		defer cancel()
+	soft, cancelSoft := ctx, context.CancelFunc(func() {})
+	if !hard {
+		soft, cancelSoft = softDeadline(ctx, e.cfg.ShutdownReserve)
 	}
+	defer cancelSoft()
 	if hard {
 		e.cancelHandlers()
 	}
-	if !e.waitIdle(soft) {
+	if !waitIdle(soft, producers) {
 		e.cancelHandlers()
 	}
-	allReturned := e.waitIdle(ctx)
-	for _, p := range e.producers {
+	allReturned := waitIdle(ctx, producers)
+	for _, p := range producers {
 		p.stopWorkers(allReturned)
 	}
 
@@ -182,9 +183,23 @@ func waitCtx(ctx context.Context, wait func()) bool {
 	}
 }
 
-// waitIdle reports whether every handler returned before ctx ended.
-func (e *engine) waitIdle(ctx context.Context) bool {
-	for _, p := range e.producers {
+// softDeadline returns the context at whose end handlers still running are
+// cancelled: ctx's deadline minus the reserve (at most a fifth of what is
+// left), so that they have the reserve to return and have their outcomes
+// written. Without a deadline, it is ctx.
+func softDeadline(ctx context.Context, reserve time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	reserve = min(reserve, time.Until(deadline)/5)
+	return context.WithDeadline(ctx, deadline.Add(-reserve))
+}
+
+// waitIdle reports whether every handler of producers returned before ctx
+// ended.
+func waitIdle(ctx context.Context, producers []*producer) bool {
+	for _, p := range producers {
 		if !p.waitIdle(ctx) {
 			return false
 		}

@@ -10,9 +10,10 @@ var (
 	ErrLeaseLost = errors.New("weir: lease lost")
 	// ErrJobCancelRequested: an operator cancelled the running job.
 	ErrJobCancelRequested = errors.New("weir: job cancel requested")
-	// ErrShutdown: the client is stopping and the shutdown budget ran out; a
-	// handler that returns an error now gives the job back without spending an
-	// attempt.
+	// ErrShutdown: the client is stopping and the shutdown budget ran out, or
+	// the job's queue is being removed from the client and the removal's
+	// context ran out; a handler that returns an error now gives the job back
+	// without spending an attempt.
 	ErrShutdown = errors.New("weir: client stopping")
 	// ErrJobTimeout: the attempt ran longer than its timeout.
 	ErrJobTimeout = errors.New("weir: job timed out")

@@ -233,10 +233,19 @@ func (t *Table) MarkCompletedInTx(id, token int64) {
 
 // CancelRunning cancels every running handler with cause.
 func (t *Table) CancelRunning(cause error) {
+	t.cancelRunning(cause, func(*Job) bool { return true })
+}
+
+// CancelRunningIn cancels the running handlers of queue's jobs with cause.
+func (t *Table) CancelRunningIn(queue string, cause error) {
+	t.cancelRunning(cause, func(j *Job) bool { return j.Row.Queue == queue })
+}
+
+func (t *Table) cancelRunning(cause error, match func(*Job) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, j := range t.jobs {
-		if j.state == running {
+		if j.state == running && match(j) {
 			j.cancel(cause)
 		}
 	}
@@ -244,11 +253,20 @@ func (t *Table) CancelRunning(cause error) {
 
 // Running returns the rows of the jobs whose handlers have not returned.
 func (t *Table) Running() []*weirtype.JobRow {
+	return t.running(func(*Job) bool { return true })
+}
+
+// RunningIn returns the rows of queue's jobs whose handlers have not returned.
+func (t *Table) RunningIn(queue string) []*weirtype.JobRow {
+	return t.running(func(j *Job) bool { return j.Row.Queue == queue })
+}
+
+func (t *Table) running(match func(*Job) bool) []*weirtype.JobRow {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var rows []*weirtype.JobRow
 	for _, j := range t.jobs {
-		if j.state == running {
+		if j.state == running && match(j) {
 			rows = append(rows, j.Row)
 		}
 	}

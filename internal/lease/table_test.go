@@ -202,3 +202,35 @@ func TestSnapshotSparesWaitingOutcomes(t *testing.T) {
 		t.Fatalf("renewed %v: the waiting outcome's lease is not renewed as its end nears", got)
 	}
 }
+
+// TestCancelRunningIn: cancelling one queue's handlers (a queue being removed)
+// cancels its running jobs only, and RunningIn lists them; a buffered job of
+// the queue is neither.
+func TestCancelRunningIn(t *testing.T) {
+	tab, _ := table(t)
+	deadline := time.Now().Add(time.Hour)
+	inQueue := func(id int64, queue string) *Job {
+		return NewJob(&weirtype.JobRow{ID: id, LeaseToken: 1, Queue: queue}, nil, deadline)
+	}
+	removed, other, buffered := inQueue(1, "removed"), inQueue(2, "other"), inQueue(3, "removed")
+	tab.Add([]*Job{removed, other, buffered})
+	for _, j := range []*Job{removed, other} {
+		if !tab.MarkRunning(j, context.Background()) {
+			t.Fatalf("job %d: MarkRunning refused", j.Row.ID)
+		}
+	}
+	if rows := tab.RunningIn("removed"); len(rows) != 1 || rows[0].ID != 1 {
+		t.Fatalf("RunningIn: %v, want job 1", rows)
+	}
+	cause := errors.New("removed")
+	tab.CancelRunningIn("removed", cause)
+	if got := context.Cause(tab.HandlerContext(removed)); got != cause {
+		t.Errorf("the removed queue's handler: cause %v", got)
+	}
+	if err := tab.HandlerContext(other).Err(); err != nil {
+		t.Errorf("the other queue's handler was cancelled: %v", err)
+	}
+	if len(tab.Running()) != 2 {
+		t.Errorf("Running: %v, want both running jobs", tab.Running())
+	}
+}

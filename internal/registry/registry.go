@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,12 +55,18 @@ type Config struct {
 }
 
 // Registry writes one client's row. Its calls are made one after another:
-// Register, then Run on a goroutine, then Remove once Run returned.
+// Register, then Run on a goroutine, then Remove once Run returned; SetQueues
+// may be called at any time.
 type Registry struct {
-	cfg    Config
-	params weirdriver.ClientRegisterParams
+	cfg Config
 	// failing holds the kinds of write whose last try failed and was logged.
 	failing map[string]bool
+	// changed holds a pending SetQueues for Run to write (capacity 1).
+	changed chan struct{}
+
+	// mu guards params: SetQueues changes its queues while Run writes it.
+	mu     sync.Mutex
+	params weirdriver.ClientRegisterParams
 }
 
 // New returns a registry for the client cfg describes.
@@ -71,17 +78,38 @@ func New(cfg Config) *Registry {
 	if len(host) > weirdriver.MaxClientHostBytes {
 		host = host[:weirdriver.MaxClientHostBytes]
 	}
-	queues := make([]weirtype.ClientQueue, 0, len(cfg.Queues))
-	for name, max := range cfg.Queues {
-		queues = append(queues, weirtype.ClientQueue{Name: name, MaxWorkers: max})
-	}
-	sort.Slice(queues, func(i, j int) bool { return queues[i].Name < queues[j].Name })
 	return &Registry{
 		cfg: cfg,
 		params: weirdriver.ClientRegisterParams{
-			ID: cfg.ID, Host: host, PID: os.Getpid(), Version: Version(), Queues: queues,
+			ID: cfg.ID, Host: host, PID: os.Getpid(), Version: Version(), Queues: clientQueues(cfg.Queues),
 		},
 		failing: map[string]bool{},
+		changed: make(chan struct{}, 1),
+	}
+}
+
+// clientQueues lists queues (name → max workers) as the row records them, by
+// name.
+func clientQueues(queues map[string]int) []weirtype.ClientQueue {
+	list := make([]weirtype.ClientQueue, 0, len(queues))
+	for name, max := range queues {
+		list = append(list, weirtype.ClientQueue{Name: name, MaxWorkers: max})
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	return list
+}
+
+// SetQueues replaces the queues the row lists (name → max workers): the
+// client added, removed or resized one while it runs. Run writes the row at
+// once rather than at its next refresh.
+func (r *Registry) SetQueues(queues map[string]int) {
+	list := clientQueues(queues)
+	r.mu.Lock()
+	r.params.Queues = list
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -121,6 +149,8 @@ func (r *Registry) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 			r.write(ctx, "refresh")
+		case <-r.changed:
+			r.write(ctx, "refresh")
 		}
 	}
 }
@@ -129,12 +159,17 @@ func (r *Registry) Run(ctx context.Context) {
 // success returned, so that a row the leader forgot while the database was
 // out of reach comes back with it.
 func (r *Registry) write(ctx context.Context, kind string) {
+	r.mu.Lock()
+	params := r.params // the queues' slice is replaced, never changed in place
+	r.mu.Unlock()
 	var started time.Time
 	if r.do(ctx, kind, func(ctx context.Context) (err error) {
-		started, err = r.cfg.Exec.ClientRegister(ctx, &r.params)
+		started, err = r.cfg.Exec.ClientRegister(ctx, &params)
 		return err
 	}) {
+		r.mu.Lock()
 		r.params.StartedAt = started
+		r.mu.Unlock()
 	}
 }
 

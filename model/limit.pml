@@ -6,8 +6,9 @@
  * run (the handlers' own count, hrun), checked at every handler start.
  *
  * What is modelled of the database: each job's state and lease token, and the
- * lock on the queue's row. A claim is three steps, as weir_ready_claim runs
- * them: lock the queue's row (waiting while another claim holds it); count the
+ * queue's claim lock (a transaction-level advisory lock since migration 013,
+ * the queue's row before). A claim is three steps, as weir_ready_claim runs
+ * them: take the lock (waiting while another claim holds it); count the
  * running jobs on a snapshot taken then; lease up to LIMIT less that count of
  * available jobs and commit, which releases the lock. Between the count and
  * the commit other clients' outcomes and rescues go on (they only lower the
@@ -46,7 +47,7 @@
 byte state[NJ];    /* the job rows */
 byte token[NJ];    /* their lease tokens */
 byte owner[NJ];    /* the client that holds the lease, 1..NC */
-byte lockq = 0;    /* the queue row's lock: 0, or the client that holds it */
+byte lockq = 0;    /* the queue's claim lock: 0, or the client that holds it */
 bool crashed[NC+1];
 byte crashes = 0;
 bool gaveup[NJ];   /* the lease's client gave it up: the rescue may take it */

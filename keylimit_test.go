@@ -141,25 +141,19 @@ func TestQueueSetKeyLimit(t *testing.T) {
 		map[string]weir.QueueConfig{"declared": {MaxWorkers: 5, KeyLimit: declared}}))
 	keyOf := func() weir.KeyLimit {
 		t.Helper()
-		queues, err := c.QueueList(testCtx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range queues {
-			if q.Name == "declared" {
-				return weir.KeyLimit{Key: q.Key, Limit: q.KeyLimit}
-			}
+		if q := listedQueue(t, c, "declared"); q != nil {
+			return weir.QueueKeyLimit(q)
 		}
 		return weir.KeyLimit{Limit: -1}
 	}
 	if got := keyOf(); got != declared {
 		t.Fatalf("declared key limit after Start: %v", got)
 	}
-	set := weir.KeyLimit{Key: "metadata.tenant.id", Limit: 1}
+	set := weir.KeyLimit{Key: "metadata.tenant.id", Limit: 1, Rate: weir.RateLimit{Limit: 600, Period: time.Minute}}
 	if err := c.QueueSetKeyLimit(testCtx(t), "declared", set); err != nil {
 		t.Fatal(err)
 	}
-	if got := keyOf(); got != set || got.String() != "metadata.tenant.id:1" {
+	if got := keyOf(); got != set || got.String() != "metadata.tenant.id:1,600/1m" {
 		t.Fatalf("key limit after QueueSetKeyLimit: %v", got)
 	}
 	for _, bad := range []struct {
@@ -173,6 +167,8 @@ func TestQueueSetKeyLimit(t *testing.T) {
 		{"declared", weir.KeyLimit{Limit: 2}, "limit"},
 		{"declared", weir.KeyLimit{Key: "customer_id", Limit: 2}, "limit"},
 		{"declared", weir.KeyLimit{Key: "args.a<b>", Limit: 2}, "limit"},
+		{"declared", weir.KeyLimit{Key: "args.a", Rate: weir.RateLimit{Limit: 0, Period: time.Second}}, "limit"},
+		{"declared", weir.KeyLimit{Key: "args.a", Rate: weir.RateLimit{Limit: 5, Period: 25 * time.Hour}}, "limit"},
 		{"bad name!", weir.KeyLimit{Key: "args.a", Limit: 2}, "name"},
 	} {
 		err := c.QueueSetKeyLimit(testCtx(t), bad.name, bad.limit)

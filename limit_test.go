@@ -221,14 +221,8 @@ func TestQueueSetGlobalLimit(t *testing.T) {
 		map[string]weir.QueueConfig{"declared": {MaxWorkers: 5, GlobalLimit: 4}}))
 	limitOf := func(name string) int {
 		t.Helper()
-		queues, err := c.QueueList(testCtx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range queues {
-			if q.Name == name {
-				return q.GlobalLimit
-			}
+		if q := listedQueue(t, c, name); q != nil {
+			return q.GlobalLimit
 		}
 		return -1
 	}
@@ -347,14 +341,8 @@ func TestQueueSetRateLimit(t *testing.T) {
 		map[string]weir.QueueConfig{"declared": {MaxWorkers: 5, RateLimit: weir.RateLimit{Limit: 10, Period: time.Second}}}))
 	rateOf := func() weir.RateLimit {
 		t.Helper()
-		queues, err := c.QueueList(testCtx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range queues {
-			if q.Name == "declared" {
-				return weir.RateLimit{Limit: q.RateLimit, Period: q.RatePeriod}
-			}
+		if q := listedQueue(t, c, "declared"); q != nil {
+			return weir.RateLimit{Limit: q.RateLimit, Period: q.RatePeriod}
 		}
 		return weir.RateLimit{Limit: -1}
 	}
@@ -395,4 +383,20 @@ func TestQueueSetRateLimit(t *testing.T) {
 	if got := rateOf(); got.Limit != -1 {
 		t.Fatalf("a queue without jobs or limits is still listed (rate %v)", got)
 	}
+}
+
+// listedQueue returns queue name as c's QueueList lists it, or nil when it
+// is not listed.
+func listedQueue(t *testing.T, c *weir.Client, name string) *weir.QueueStats {
+	t.Helper()
+	queues, err := c.QueueList(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queues {
+		if q.Name == name {
+			return q
+		}
+	}
+	return nil
 }

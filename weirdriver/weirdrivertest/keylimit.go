@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -135,37 +134,7 @@ func testKeyLimitConcurrent(t *testing.T, d weirdriver.Driver) {
 	for k := range keys {
 		insertKeyed(t, d, "key-race", `{"customer": "c`+strconv.Itoa(k)+`"}`, 25)
 	}
-	var (
-		mu      sync.Mutex
-		claimed []*weirtype.JobRow
-		wg      sync.WaitGroup
-		errs    = make(chan error, claimers)
-	)
-	start := make(chan struct{})
-	for i := range claimers {
-		exec := d.Executor()
-		wg.Go(func() {
-			<-start
-			for range 5 {
-				jobs, _, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{
-					Queue: "key-race", Max: 3, ClientID: "claimer-" + strconv.Itoa(i), LeaseDuration: time.Minute,
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				claimed = append(claimed, jobs...)
-				mu.Unlock()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	claimed := raceClaims(t, d, "key-race", claimers)
 	counts := byCustomer(t, claimed)
 	if len(counts) != keys {
 		t.Fatalf("%d claimers leased jobs of %d keys, want %d: %v", claimers, len(counts), keys, counts)

@@ -3,7 +3,6 @@ package weirdrivertest
 import (
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,36 +138,9 @@ func testGlobalLimitConcurrent(t *testing.T, d weirdriver.Driver) {
 	if _, err := d.Executor().JobInsert(ctx(t), ps); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		claimed atomic.Int64
-		wg      sync.WaitGroup
-		errs    = make(chan error, claimers)
-	)
-	start := make(chan struct{})
-	for i := range claimers {
-		exec := d.Executor()
-		wg.Go(func() {
-			<-start
-			for range 5 {
-				jobs, _, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{
-					Queue: "race", Max: 3, ClientID: "claimer-" + strconv.Itoa(i), LeaseDuration: time.Minute,
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-				claimed.Add(int64(len(jobs)))
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if n := claimed.Load(); n != limit {
-		t.Fatalf("%d claimers leased %d jobs of a queue limited to %d", claimers, n, limit)
+	claimed := len(raceClaims(t, d, "race", claimers))
+	if claimed != limit {
+		t.Fatalf("%d claimers leased %d jobs of a queue limited to %d", claimers, claimed, limit)
 	}
 	if q := queueStats(t, d, "race"); q == nil || q.Counts[weirtype.JobStateRunning] != limit {
 		t.Fatalf("queue after the race: %+v", q)
@@ -319,4 +291,42 @@ func mostWithin(jobs []*weirtype.JobRow, w time.Duration) int {
 		most = max(most, n)
 	}
 	return most
+}
+
+// raceClaims has claimers executors, started together, each claim up to 3
+// jobs of queue 5 times, and returns what they leased.
+func raceClaims(t *testing.T, d weirdriver.Driver, queue string, claimers int) []*weirtype.JobRow {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		claimed []*weirtype.JobRow
+		wg      sync.WaitGroup
+		errs    = make(chan error, claimers)
+	)
+	start := make(chan struct{})
+	for i := range claimers {
+		exec := d.Executor()
+		wg.Go(func() {
+			<-start
+			for range 5 {
+				jobs, _, err := exec.JobClaim(ctx(t), &weirdriver.JobClaimParams{
+					Queue: queue, Max: 3, ClientID: "claimer-" + strconv.Itoa(i), LeaseDuration: time.Minute,
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				claimed = append(claimed, jobs...)
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return claimed
 }

@@ -216,7 +216,12 @@ func testKeyRateLimit(t *testing.T, d weirdriver.Driver) {
 	if got := byCustomer(t, first); got["a"] != burst || got["b"] != burst || !lim.Limited || lim.Wait <= 0 || lim.Wait > 10*time.Millisecond {
 		t.Fatalf("first claim of 100: %v, %+v; want the burst of %d of each key, limited, the next due within 10ms", got, lim, burst)
 	}
-	all := append(first, claimFor(t, d, "key-rated", 300*time.Millisecond)...)
+	// A claim that the keys' rates leave empty says when the next is due.
+	second, lim := claimRated(t, d, "key-rated", 100, time.Minute)
+	if len(second) == 0 && (!lim.Limited || lim.Wait <= 0 || lim.Wait > 10*time.Millisecond) {
+		t.Fatalf("claim with every key ahead of its rate: nothing, %+v; want limited, the next due within 10ms", lim)
+	}
+	all := append(append(first, second...), claimFor(t, d, "key-rated", 300*time.Millisecond)...)
 	tick := period / limit
 	for _, key := range []string{"a", "b"} {
 		var jobs []*weirtype.JobRow

@@ -116,7 +116,8 @@ BEGIN
 END
 $$;
 
--- weir_ready_claim as in migration 012, with the key limit. The sorts of a
+-- weir_ready_claim as in migration 012, with the limits per key, and under an
+-- advisory lock rather than a lock on the queue's row. The sorts of a
 -- keyed claim's candidates, which the settings cost as disabled, would
 -- otherwise have PostgreSQL compile them (JIT) at every claim: 300 ms each.
 CREATE OR REPLACE FUNCTION weir_ready_claim(q text, n integer, lease_us bigint, client_id text)
@@ -237,7 +238,10 @@ BEGIN
                         (key_lim IS NOT NULL AND coalesce((busy_keys ->> r.key)::integer, 0) >= key_lim)
                         OR (key_rate IS NOT NULL
                             AND coalesce((tats ->> r.key)::double precision, 0) - now_us > (key_burst - 1) * key_t_us)
-                    ) AS full_hint
+                    ) AS full_hint,
+                    CASE WHEN key_rate IS NOT NULL AND r.key IS NOT NULL
+                        AND (tats ->> r.key)::double precision - now_us > (key_burst - 1) * key_t_us
+                    THEN (tats ->> r.key)::double precision - (key_burst - 1) * key_t_us END AS due_us
                 FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
                 ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 4 * n + 500
             ),
@@ -278,15 +282,18 @@ BEGIN
                 WHERE more.job_id NOT IN (SELECT head.job_id FROM head)
             )
             SELECT c.part, c.row_id, c.job_id, c.priority, c.scheduled_at, j.id AS available,
-                weir_job_key(key_src, key_path, j.args, j.metadata) AS k, false AS passed
+                weir_job_key(key_src, key_path, j.args, j.metadata) AS k, false AS passed, NULL::double precision AS due_us
             FROM c LEFT JOIN weir_job j ON j.id = c.job_id
                 AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
-            UNION ALL -- first: whether the head had rows passed over
-            SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, coalesce((SELECT bool_or(head.full_hint) FROM head), false)
+            UNION ALL -- first: whether the head had rows passed over, and
+            -- the first time a key's rate that held one back admits a start
+            SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, coalesce((SELECT bool_or(head.full_hint) FROM head), false),
+                (SELECT min(head.due_us) FROM head)
             ORDER BY 4 NULLS FIRST, 5, 3
         LOOP
             capped := capped OR coalesce(cand.passed, false);
             IF cand.part IS NULL THEN
+                key_due := to_timestamp(cand.due_us / 1000000);
                 CONTINUE;
             END IF;
             IF cand.available IS NULL OR cand.job_id = ANY(picked_ids) THEN

@@ -126,7 +126,7 @@ func TestConfigRanges(t *testing.T) {
 		queue("KeyLimit", weir.QueueConfig{MaxWorkers: 1, KeyLimit: weir.KeyLimit{Key: "args.a", Rate: weir.RateLimit{Limit: 10, Period: time.Second}}}, 10, true, ""),
 		queue("KeyLimit", weir.QueueConfig{MaxWorkers: 1, KeyLimit: weir.KeyLimit{Key: "args.a", Rate: weir.RateLimit{Limit: 10}}}, 10, false, "1ms..24h0m0s"),
 		queue("KeyLimit", weir.QueueConfig{MaxWorkers: 1, KeyLimit: weir.KeyLimit{Key: "args.a", Limit: 1_000_000}}, 1_000_000, true, ""),
-		queue("KeyLimit", weir.QueueConfig{MaxWorkers: 1, KeyLimit: weir.KeyLimit{Key: "a", Limit: 1}}, 1, false, "args. or metadata."),
+		queue("KeyLimit", weir.QueueConfig{MaxWorkers: 1, KeyLimit: weir.KeyLimit{Key: "a", Limit: 1}}, 1, false, "neither args. nor metadata."),
 		queues(1000, true),
 		queues(1001, false),
 	} {

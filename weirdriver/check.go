@@ -249,7 +249,7 @@ const (
 func ParseKey(key string) (source string, path []string, err error) {
 	parts := strings.Split(key, ".")
 	if parts[0] != "args" && parts[0] != "metadata" {
-		return "", nil, fmt.Errorf("key %q does not start with args. or metadata.", key)
+		return "", nil, fmt.Errorf("key %q starts with neither args. nor metadata. (such as args.customer_id)", key)
 	}
 	path = parts[1:]
 	if len(path) == 0 || len(path) > MaxKeyDepth {

@@ -170,7 +170,7 @@ func TestQueuesSetGlobalLimit(t *testing.T) {
 		{[]string{"mail", "--key-limit", "args.customer"}, `--key-limit "args.customer" is not KEY:N`},
 		{[]string{"mail", "--key-limit", "args.customer:0"}, `--key-limit "args.customer:0": the limit "0" is not a number from 1 to 1000000`},
 		{[]string{"mail", "--key-limit", "args.customer:2,0/1s"}, `--key-limit "args.customer:2,0/1s": the rate "0/1s" is not N/PERIOD`},
-		{[]string{"mail", "--key-limit", "customer:2"}, `--key-limit "customer:2": key "customer" does not start with args. or metadata.`},
+		{[]string{"mail", "--key-limit", "customer:2"}, `--key-limit "customer:2": key "customer" starts with neither args. nor metadata.`},
 		{[]string{"mail", "--key-limit", "args.a b:2"}, `field "a b" outside`},
 		{[]string{"mail", "--key-limit", "args.\x1b[31m:2"}, `field "\x1b[31m" outside`},
 	} {

@@ -160,7 +160,7 @@ func testKeyLimitRejectsBadInput(t *testing.T, d weirdriver.Driver) {
 	}{
 		{"bad-key", "args.customer", -1, "out of range"},
 		{"bad-key", "args.customer", weirdriver.MaxKeyLimit + 1, "out of range"},
-		{"bad-key", "customer", 2, "args. or metadata."},
+		{"bad-key", "customer", 2, "neither args. nor metadata."},
 		{"bad-key", "args", 2, "1 to 8"},
 		{"bad-key", deep, 2, "1 to 8"},
 		{"bad-key", "args.a..b", 2, `field ""`},
@@ -183,7 +183,7 @@ func testKeyLimitRejectsBadInput(t *testing.T, d weirdriver.Driver) {
 		{weirdriver.KeyLimitParams{Key: "args.customer", Rate: 5}, "rate period 0s is out of range"},
 		{weirdriver.KeyLimitParams{Key: "args.customer", Rate: 5, RatePeriod: 25 * time.Hour}, "rate period 25h0m0s is out of range"},
 		{weirdriver.KeyLimitParams{Key: "args.customer"}, "neither a limit nor a rate"},
-		{weirdriver.KeyLimitParams{Key: "customer", Rate: 5, RatePeriod: time.Second}, "args. or metadata."},
+		{weirdriver.KeyLimitParams{Key: "customer", Rate: 5, RatePeriod: time.Second}, "neither args. nor metadata."},
 	} {
 		err := d.Executor().QueueSetKeyLimit(ctx(t), "bad-key", c.p)
 		if err == nil || !strings.Contains(err.Error(), c.says) {

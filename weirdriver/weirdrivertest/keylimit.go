@@ -248,3 +248,44 @@ func testKeyRateLimit(t *testing.T, d weirdriver.Driver) {
 		t.Fatalf("claim without the limit: %d jobs, %+v; want the %d left", len(rest), lim, 300-len(all))
 	}
 }
+
+// testKeyLimitManyKeys: behind a backlog of 300 keys at their limit, longer
+// than the part of the queue a claim reads first, the jobs of 100 keys with
+// room are claimed within a few claims: a claim that looks for keys with
+// room among the queue's keys visits a bounded number of them, and the next
+// goes on where it stopped.
+func testKeyLimitManyKeys(t *testing.T, d weirdriver.Driver) {
+	setKeyLimit(t, d, "many-keys", "args.c", 1)
+	for round := range 3 {
+		ps := make([]*weirdriver.JobInsertParams, 300)
+		for i := range ps {
+			ps[i] = params("k", "many-keys", fmt.Sprintf(`{"c": "c%03d", "round": %d}`, i, round))
+		}
+		if _, err := d.Executor().JobInsert(ctx(t), ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if first, _ := claimLimited(t, d, "many-keys", 300, time.Minute); len(first) != 300 {
+		t.Fatalf("first claim of 300 over 300 keys: %d jobs", len(first))
+	}
+	ps := make([]*weirdriver.JobInsertParams, 100)
+	for i := range ps {
+		ps[i] = params("k", "many-keys", fmt.Sprintf(`{"c": "d%03d"}`, i))
+	}
+	if _, err := d.Executor().JobInsert(ctx(t), ps); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for range 3 {
+		jobs, _ := claimLimited(t, d, "many-keys", 5, time.Minute)
+		got = append(got, len(jobs))
+		for _, j := range jobs {
+			if !strings.Contains(string(j.Args), `"d`) {
+				t.Fatalf("claimed %s, of a key at its limit", j.Args)
+			}
+		}
+	}
+	if total := got[0] + got[1] + got[2]; total < 5 {
+		t.Fatalf("three claims of 5 behind 600 jobs of 300 keys at their limit took %v jobs of the 100 keys with room", got)
+	}
+}

@@ -77,6 +77,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"KeyLimit", testKeyLimit},
 		{"KeyLimitConcurrent", testKeyLimitConcurrent},
 		{"KeyRateLimit", testKeyRateLimit},
+		{"KeyLimitManyKeys", testKeyLimitManyKeys},
 		{"KeyLimitRejectsBadInput", testKeyLimitRejectsBadInput},
 		{"PeriodicRegister", testPeriodicRegister},
 		{"PeriodicFireAndOperate", testPeriodicFireAndOperate},

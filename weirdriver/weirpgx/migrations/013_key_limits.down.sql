@@ -118,6 +118,7 @@ $$;
 
 DROP FUNCTION weir_queue_set_key(text, integer, integer, bigint, text, text[]);
 DROP TABLE weir_key_rate;
+DROP TABLE weir_key_scan;
 DROP FUNCTION weir_job_key(text, text[], jsonb, jsonb);
 DROP INDEX weir_ready_key_idx;
 ALTER TABLE weir_ready DROP COLUMN key;

@@ -31,6 +31,14 @@ ALTER TABLE weir_queue ADD COLUMN key_limit integer,
 -- The rate limiter of each key of a queue with a rate limit per key: the
 -- generic cell rate algorithm's time, as rate_tat is the queue's (migration
 -- 012). A key without a row, or whose time is past, may start its burst.
+-- Where a queue's last skip scan over its keys stopped (weir_ready_claim): the
+-- next starts after it, so that, a bounded number of keys at a time, every key
+-- is visited in turn. Only claims write it, under the queue's claim lock.
+CREATE TABLE weir_key_scan (
+    queue text PRIMARY KEY,
+    after text NOT NULL
+);
+
 CREATE TABLE weir_key_rate (
     queue text NOT NULL,
     key text NOT NULL,
@@ -87,7 +95,9 @@ $$;
 -- old settings, and holds off new writers until this one commits: every row
 -- is then written either with the new key or before the rewrite. It is taken
 -- only when the field changes, which a client's Start that declares the same
--- limits again does not do.
+-- limits again does not do, and before the queue's row is locked, in the
+-- order a claim takes them (a claim that moves the queue's rate limiter holds
+-- the list first).
 CREATE FUNCTION weir_queue_set_key(q text, lim integer, rate integer, period_us bigint, source text, path text[])
     RETURNS void
     LANGUAGE plpgsql
@@ -97,18 +107,26 @@ DECLARE
     keyed boolean := lim IS NOT NULL OR rate IS NOT NULL;
     old_source text;
     old_path text[];
+    locked boolean := false;
 BEGIN
-    INSERT INTO weir_queue AS p (name) VALUES (q) ON CONFLICT (name) DO NOTHING;
-    SELECT p.key_source, p.key_path INTO old_source, old_path FROM weir_queue p WHERE p.name = q FOR UPDATE;
     IF NOT keyed THEN
         source := NULL;
         path := NULL;
     END IF;
+    SELECT p.key_source, p.key_path INTO old_source, old_path FROM weir_queue p WHERE p.name = q;
+    IF source IS DISTINCT FROM old_source OR path IS DISTINCT FROM old_path THEN
+        LOCK TABLE weir_ready IN SHARE ROW EXCLUSIVE MODE;
+        locked := true;
+    END IF;
+    INSERT INTO weir_queue AS p (name) VALUES (q) ON CONFLICT (name) DO NOTHING;
+    SELECT p.key_source, p.key_path INTO old_source, old_path FROM weir_queue p WHERE p.name = q FOR UPDATE;
     UPDATE weir_queue p SET key_limit = lim, key_rate = rate, key_rate_period_us = period_us,
         key_source = source, key_path = path, updated_at = now()
     WHERE p.name = q;
     IF source IS DISTINCT FROM old_source OR path IS DISTINCT FROM old_path THEN
-        LOCK TABLE weir_ready IN SHARE ROW EXCLUSIVE MODE;
+        IF NOT locked THEN -- another call changed the field meanwhile
+            LOCK TABLE weir_ready IN SHARE ROW EXCLUSIVE MODE;
+        END IF;
         UPDATE weir_ready r SET key = CASE WHEN keyed THEN weir_job_key(source, path, j.args, j.metadata) END
         FROM weir_job j WHERE r.queue = q AND j.id = r.job_id;
         DELETE FROM weir_key_rate r WHERE r.queue = q;
@@ -168,6 +186,10 @@ DECLARE
     capped boolean := false;
     rate_capped boolean := false; -- by the queue's rate limit
     key_due timestamptz; -- the next start a key's rate limit admits
+    scan_after text; -- where the last skip scan over the keys stopped
+    scan_last text; -- the last key this claim's scan visited
+    scan_keys integer; -- how many it visited
+    scanned boolean; -- whether it scanned the keys at all
     marker weir_job;
 BEGIN
     -- The queue's settings, read once: a paused queue gives nothing.
@@ -216,6 +238,7 @@ BEGIN
                 SELECT weir_job_key(key_src, key_path, j.args, j.metadata) AS k, count(*) AS c
                 FROM weir_job j WHERE j.queue = q AND j.state = 'running' GROUP BY 1) b;
         END IF;
+        SELECT s.after INTO scan_after FROM weir_key_scan s WHERE s.queue = q;
         IF key_rate IS NOT NULL THEN
             key_t_us := key_period_us::double precision / key_rate;
             key_burst := 2 + floor(key_rate * 10000.0 / key_period_us)::integer;
@@ -227,8 +250,10 @@ BEGIN
         -- without a free slot or ahead of its rate (read from the list
         -- alone). When those do not give n jobs and there may be more, also
         -- each other key's first due rows, as many as it has room for, found
-        -- by a skip scan of weir_ready_key_idx over the keys with rows in the
-        -- list: a key's backlog does not hide another key's jobs. Each
+        -- by a skip scan of weir_ready_key_idx over up to 256 keys with rows
+        -- in the list, from where the last scan stopped (weir_key_scan), so
+        -- that a key's backlog does not hide another key's jobs for more than
+        -- a few claims, and a claim visits a bounded number of keys. Each
         -- candidate is then taken while its job's key (the truth, not the
         -- hint) has room.
         FOR cand IN
@@ -245,14 +270,16 @@ BEGIN
                 FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
                 ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 4 * n + 500
             ),
-            keys(k) AS (
-                (SELECT r.key FROM weir_ready r WHERE r.queue = q AND r.key IS NOT NULL
+            keys(k, i) AS (
+                (SELECT r.key, 1 FROM weir_ready r WHERE r.queue = q AND r.key IS NOT NULL
+                    AND (scan_after IS NULL OR r.key > scan_after)
                     AND (SELECT count(*) FROM head) = 4 * n + 500
                     AND (SELECT count(*) FROM head WHERE NOT head.full_hint) < n
                 ORDER BY r.key LIMIT 1)
                 UNION ALL
-                SELECT (SELECT r.key FROM weir_ready r WHERE r.queue = q AND r.key > keys.k ORDER BY r.key LIMIT 1)
-                FROM keys WHERE keys.k IS NOT NULL
+                SELECT (SELECT r.key FROM weir_ready r WHERE r.queue = q AND r.key > keys.k ORDER BY r.key LIMIT 1),
+                    keys.i + 1
+                FROM keys WHERE keys.k IS NOT NULL AND keys.i < 256
             ),
             room AS (
                 SELECT keys.k, least(n,
@@ -282,18 +309,24 @@ BEGIN
                 WHERE more.job_id NOT IN (SELECT head.job_id FROM head)
             )
             SELECT c.part, c.row_id, c.job_id, c.priority, c.scheduled_at, j.id AS available,
-                weir_job_key(key_src, key_path, j.args, j.metadata) AS k, false AS passed, NULL::double precision AS due_us
+                weir_job_key(key_src, key_path, j.args, j.metadata) AS k, false AS passed, NULL::double precision AS due_us,
+                NULL AS scan_last, NULL::bigint AS scan_keys, NULL::boolean AS scanned
             FROM c LEFT JOIN weir_job j ON j.id = c.job_id
                 AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
             UNION ALL -- first: whether the head had rows passed over, and
             -- the first time a key's rate that held one back admits a start
             SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, coalesce((SELECT bool_or(head.full_hint) FROM head), false),
-                (SELECT min(head.due_us) FROM head)
+                (SELECT min(head.due_us) FROM head),
+                (SELECT max(keys.k) FROM keys), (SELECT count(keys.k) FROM keys),
+                (SELECT count(*) FROM head) = 4 * n + 500 AND (SELECT count(*) FROM head WHERE NOT head.full_hint) < n
             ORDER BY 4 NULLS FIRST, 5, 3
         LOOP
             capped := capped OR coalesce(cand.passed, false);
             IF cand.part IS NULL THEN
                 key_due := to_timestamp(cand.due_us / 1000000);
+                scan_last := cand.scan_last;
+                scan_keys := cand.scan_keys;
+                scanned := cand.scanned;
                 CONTINUE;
             END IF;
             IF cand.available IS NULL OR cand.job_id = ANY(picked_ids) THEN
@@ -323,6 +356,12 @@ BEGIN
             drop_parts := drop_parts || cand.part;
             drop_rows := drop_rows || cand.row_id;
         END LOOP;
+        IF scanned AND scan_keys >= 256 THEN -- the next scan goes on from here
+            INSERT INTO weir_key_scan AS s (queue, after) VALUES (q, scan_last)
+            ON CONFLICT (queue) DO UPDATE SET after = excluded.after;
+        ELSIF scanned AND scan_after IS NOT NULL THEN -- it reached the last key: the next from the first
+            DELETE FROM weir_key_scan s WHERE s.queue = q;
+        END IF;
         DELETE FROM weir_ready r USING unnest(drop_parts, drop_rows) AS d(part, row_id)
         WHERE r.tableoid = d.part AND r.ctid = d.row_id;
         IF cardinality(picked_ids) > 0 THEN

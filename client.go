@@ -132,10 +132,11 @@ type QueueConfig struct {
 	// across every client, spread evenly (docs/flow-control.md). Start stores
 	// it as it stores GlobalLimit; the zero value leaves the stored one.
 	RateLimit RateLimit
-	// KeyLimit, when set, is the most jobs of this queue with the same key
-	// (a field of their args or metadata: per customer, per tenant) that may
-	// run at once across every client (docs/flow-control.md). Start stores it
-	// as it stores GlobalLimit; the zero value leaves the stored one.
+	// KeyLimit, when set, limits the jobs of this queue with the same key (a
+	// field of their args or metadata: per customer, per tenant) across every
+	// client: how many run at once, how many start per period, or both
+	// (docs/flow-control.md). Start stores it as it stores GlobalLimit; the
+	// zero value leaves the stored one.
 	KeyLimit KeyLimit
 }
 

@@ -178,7 +178,7 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 				if err := client.QueueSetKeyLimit(ctx, name, keyLimit); err != nil {
 					return o.db.clientErr(fs, err)
 				}
-				if keyLimit.Limit == 0 {
+				if keyLimit == (weir.KeyLimit{}) {
 					fmt.Fprintf(e.stdout, "queue %s: no key limit\n", termSafe(name))
 				} else {
 					fmt.Fprintf(e.stdout, "queue %s: key limit %s\n", termSafe(name), termSafe(keyLimit.String()))

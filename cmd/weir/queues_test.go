@@ -237,6 +237,11 @@ func TestQueuesSetGlobalLimit(t *testing.T) {
 	if _, rows := tableRows(t, r.stdout); len(rows) != 2 || rows[1][4] != "args.customer_id:2" {
 		t.Fatalf("list with a key limit:\n%s", r.stdout)
 	}
+	r = weir(t, "queues", "set", "mail", "--key-limit", "args.customer_id:10/1s")
+	wantOK(t, r)
+	if r.stdout != "queue mail: key limit args.customer_id:10/1s\n" {
+		t.Fatalf("set --key-limit with a rate printed %q", r.stdout)
+	}
 	r = weir(t, "queues", "set", "mail", "--key-limit", "args.customer_id:2,10/1s")
 	wantOK(t, r)
 	r = weir(t, "queues", "list", "--json")

@@ -246,7 +246,7 @@ BEGIN
             FROM weir_key_rate r WHERE r.queue = q AND r.tat > now();
         END IF;
         -- The candidates, in claim order. First the head of the queue, its
-        -- first 4n + 500 due rows, less those whose key hint names a key
+        -- first 2n + 100 due rows, less those whose key hint names a key
         -- without a free slot or ahead of its rate (read from the list
         -- alone). When those do not give n jobs and there may be more, also
         -- each other key's first due rows, as many as it has room for, found
@@ -268,12 +268,12 @@ BEGIN
                         AND (tats ->> r.key)::double precision - now_us > (key_burst - 1) * key_t_us
                     THEN (tats ->> r.key)::double precision - (key_burst - 1) * key_t_us END AS due_us
                 FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
-                ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 4 * n + 500
+                ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 2 * n + 100
             ),
             keys(k, i) AS (
                 (SELECT r.key, 1 FROM weir_ready r WHERE r.queue = q AND r.key IS NOT NULL
                     AND (scan_after IS NULL OR r.key > scan_after)
-                    AND (SELECT count(*) FROM head) = 4 * n + 500
+                    AND (SELECT count(*) FROM head) = 2 * n + 100
                     AND (SELECT count(*) FROM head WHERE NOT head.full_hint) < n
                 ORDER BY r.key LIMIT 1)
                 UNION ALL
@@ -318,7 +318,7 @@ BEGIN
             SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, coalesce((SELECT bool_or(head.full_hint) FROM head), false),
                 (SELECT min(head.due_us) FROM head),
                 (SELECT max(keys.k) FROM keys), (SELECT count(keys.k) FROM keys),
-                (SELECT count(*) FROM head) = 4 * n + 500 AND (SELECT count(*) FROM head WHERE NOT head.full_hint) < n
+                (SELECT count(*) FROM head) = 2 * n + 100 AND (SELECT count(*) FROM head WHERE NOT head.full_hint) < n
             ORDER BY 4 NULLS FIRST, 5, 3
         LOOP
             capped := capped OR coalesce(cand.passed, false);

@@ -19,16 +19,10 @@ func queueOpts(queue string) *weir.InsertOpts { return &weir.InsertOpts{Queue: q
 
 // storedLimits returns queue's global and rate limit as the database holds
 // them (0 when it has no row).
-func storedLimits(t testing.TB, c *weir.Client, queue string) (global, rate int) {
+func storedLimits(t *testing.T, c *weir.Client, queue string) (global, rate int) {
 	t.Helper()
-	queues, err := c.QueueList(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range queues {
-		if q.Name == queue {
-			return q.GlobalLimit, q.RateLimit
-		}
+	if q := listedQueue(t, c, queue); q != nil {
+		return q.GlobalLimit, q.RateLimit
 	}
 	return 0, 0
 }

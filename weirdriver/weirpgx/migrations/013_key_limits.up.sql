@@ -270,11 +270,19 @@ BEGIN
                 FROM weir_ready r WHERE r.queue = q AND r.scheduled_at <= now()
                 ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT 2 * n + 100
             ),
+            -- What the head says: whether it was full and gave fewer than n
+            -- rows to take (then the keys are scanned), whether it passed
+            -- over any, and the first time a key's rate that held one back
+            -- admits a start.
+            head_says AS (
+                SELECT count(*) = 2 * n + 100 AND count(*) FILTER (WHERE NOT head.full_hint) < n AS scan,
+                    coalesce(bool_or(head.full_hint), false) AS passed, min(head.due_us) AS due_us
+                FROM head
+            ),
             keys(k, i) AS (
                 (SELECT r.key, 1 FROM weir_ready r WHERE r.queue = q AND r.key IS NOT NULL
                     AND (scan_after IS NULL OR r.key > scan_after)
-                    AND (SELECT count(*) FROM head) = 2 * n + 100
-                    AND (SELECT count(*) FROM head WHERE NOT head.full_hint) < n
+                    AND (SELECT head_says.scan FROM head_says)
                 ORDER BY r.key LIMIT 1)
                 UNION ALL
                 SELECT (SELECT r.key FROM weir_ready r WHERE r.queue = q AND r.key > keys.k ORDER BY r.key LIMIT 1),
@@ -313,12 +321,10 @@ BEGIN
                 NULL AS scan_last, NULL::bigint AS scan_keys, NULL::boolean AS scanned
             FROM c LEFT JOIN weir_job j ON j.id = c.job_id
                 AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
-            UNION ALL -- first: whether the head had rows passed over, and
-            -- the first time a key's rate that held one back admits a start
-            SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, coalesce((SELECT bool_or(head.full_hint) FROM head), false),
-                (SELECT min(head.due_us) FROM head),
-                (SELECT max(keys.k) FROM keys), (SELECT count(keys.k) FROM keys),
-                (SELECT count(*) FROM head) = 2 * n + 100 AND (SELECT count(*) FROM head WHERE NOT head.full_hint) < n
+            UNION ALL -- first: what the head says, and where the scan stopped
+            SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, head_says.passed, head_says.due_us,
+                (SELECT max(keys.k) FROM keys), (SELECT count(keys.k) FROM keys), head_says.scan
+            FROM head_says
             ORDER BY 4 NULLS FIRST, 5, 3
         LOOP
             capped := capped OR coalesce(cand.passed, false);

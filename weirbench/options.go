@@ -94,7 +94,8 @@ type Options struct {
 //	latency           W3: LatencyRate single inserts per second, pickup latency (Latency)
 //	latency-defaults  W3 with every system's defaults (Defaults)
 //	bulk              W4: InsertJobs jobs in bulk inserts of Batch
-//	single1, single8  W4: single inserts from 1 and 8 goroutines
+//	single1, single8  W4: single inserts from 1 and 8 goroutines, and pgbench's
+//	                  single-row INSERT into the same table, their ceiling
 //	rss               W5: a worker process of RSSWorkers handlers drains RSSJobs jobs
 //	pressure          W7: PressureRate jobs/s for PressureDuration while another
 //	                  transaction holds a snapshot open from the start (Throughput)

@@ -166,7 +166,7 @@ func sizes(o Options) string {
 	add([]string{"latency", "latency-defaults"}, "W3 %s jobs/s for %s, single inserts from %d goroutines",
 		group(int64(o.LatencyRate)), o.LatencyDuration, latencyInserters)
 	add([]string{"bulk"}, "W4 %s jobs in batches of %s", group(int64(o.InsertJobs)), group(int64(o.Batch)))
-	add([]string{"single1", "single8"}, "W4 single inserts for %s", o.InsertDuration)
+	add([]string{"single1", "single8"}, "W4 single inserts for %s; the ceiling: pgbench's single-row INSERT into the same table for as long", o.InsertDuration)
 	add([]string{"rss"}, "W5 %s jobs, %s handlers", group(int64(o.RSSJobs)), group(int64(o.RSSWorkers)))
 	add([]string{"scale"}, "W8 %s jobs by %s processes, %s handlers among them", group(int64(o.ScaleJobs)),
 		strings.Trim(strings.Join(strings.Fields(fmt.Sprint(o.ScaleProcs)), "/"), "[]"), group(int64(o.ScaleWorkers)))
@@ -222,7 +222,7 @@ func median(vs []float64) float64 {
 // three significant digits.
 func format(unit string, v float64) string {
 	switch unit {
-	case "per job":
+	case "per job", "ratio":
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	case "MiB":
 		return strconv.FormatFloat(v, 'f', 1, 64)

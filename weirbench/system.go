@@ -76,6 +76,15 @@ type System interface {
 	Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error)
 }
 
+// A RowInserter is a System whose job table takes a single-row INSERT written
+// out in full, which W4 has pgbench run to measure the ceiling of single
+// inserts on the same table, with the same indexes and triggers.
+type RowInserter interface {
+	// RowInsert is an INSERT of one no-op job into the job table, with no
+	// parameters, setting only what the table has no default for.
+	RowInsert() string
+}
+
 // ClientConfig is what a workload asks of a client.
 type ClientConfig struct {
 	// Work says whether the client works jobs; one that does not only inserts.

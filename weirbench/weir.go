@@ -60,6 +60,12 @@ func (s *weirSystem) JobTable() string {
 	return pgx.Identifier{s.cfg.Schema, "weir_job"}.Sanitize()
 }
 
+// RowInsert is W4's ceiling statement: a job as Insert makes it, written by
+// hand, so that weir's statement and its client are all that differ.
+func (s *weirSystem) RowInsert() string {
+	return "INSERT INTO " + s.JobTable() + ` (queue, kind, args, max_attempts) VALUES ('default', 'noop', '{"seq": 0}', 25)`
+}
+
 // ResetTables adds the ready list, which holds a row per available job, and
 // the queue settings, which hold W6's global limit, to what each run empties.
 func (s *weirSystem) ResetTables() []string {

@@ -89,8 +89,17 @@ func TestRun(t *testing.T) {
 			}
 		}
 	}
-	if got := len(rep.Figures); got != 29 {
-		t.Errorf("%d figures, want 29", got)
+	want := 29
+	if _, err := PgbenchPath(); err == nil {
+		want += 4 // W4's ceiling of single inserts and the ratios to it
+		for _, name := range []string{"W4 pgbench single-row insert x1, rows/s", "W4 single insert x8 / pgbench, ratio"} {
+			if i := slices.IndexFunc(rep.Figures, func(f *Figure) bool { return f.Name == name }); i < 0 || slices.Min(rep.Figures[i].Values["weir"]) <= 0 {
+				t.Errorf("figure %q missing or not positive", name)
+			}
+		}
+	}
+	if got := len(rep.Figures); got != want {
+		t.Errorf("%d figures, want %d", got, want)
 	}
 	// Every run has its line; a non-terminal gets no status updates.
 	if n := strings.Count(progress.String(), " weir: "); n < 2*len(Workloads()) {

@@ -105,6 +105,8 @@ func (b *bench) bulk(ctx context.Context, sys System) ([]result, error) {
 // transaction, for the insert duration.
 func (b *bench) singles(goroutines int) func(context.Context, System) ([]result, error) {
 	f := fig(fmt.Sprintf("W4 single insert x%d", goroutines), fmt.Sprintf("W4 single x%d", goroutines), "jobs/s", "higher", "throughput")
+	ceilingFig := fig(fmt.Sprintf("W4 pgbench single-row insert x%d", goroutines), fmt.Sprintf("W4 pgbench x%d", goroutines), "rows/s", "higher", "")
+	ratioFig := fig(fmt.Sprintf("W4 single insert x%d / pgbench", goroutines), fmt.Sprintf("W4 single x%d / pgbench", goroutines), "ratio", "higher", "")
 	return func(ctx context.Context, sys System) ([]result, error) {
 		var (
 			inserted atomic.Int64
@@ -133,8 +135,33 @@ func (b *bench) singles(goroutines int) func(context.Context, System) ([]result,
 		if err != nil {
 			return nil, err
 		}
-		return []result{{f, float64(inserted.Load()) / elapsed.Seconds()}}, nil
+		rate := float64(inserted.Load()) / elapsed.Seconds()
+		res := []result{{f, rate}}
+		if ceiling, ok := b.ceiling(ctx, sys, goroutines); ok {
+			res = append(res, result{ceilingFig, ceiling}, result{ratioFig, rate / ceiling})
+		}
+		return res, nil
 	}
+}
+
+// ceiling is W4's ceiling of single inserts from clients connections: what
+// pgbench inserts a second with sys's RowInsert, on the same table, for the
+// insert duration. It is not measured (false) for a system without a
+// RowInsert or where pgbench is missing or fails, which is logged.
+func (b *bench) ceiling(ctx context.Context, sys System, clients int) (float64, bool) {
+	ri, ok := sys.(RowInserter)
+	if !ok {
+		return 0, false
+	}
+	path, err := PgbenchPath()
+	if err == nil {
+		var tps float64
+		if tps, err = pgbenchRate(ctx, path, b.o.DatabaseURL, ri.RowInsert(), clients, b.o.InsertDuration); err == nil {
+			return tps, true
+		}
+	}
+	b.logger.Warn("weirbench: W4's ceiling of single inserts not measured", "system", sys.Name(), "error", err)
+	return 0, false
 }
 
 // mixedTick is how often W2's producer inserts, in one bulk insert, the jobs

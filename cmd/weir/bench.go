@@ -43,7 +43,9 @@ a table of what it measured: the median of the rounds and their range.
                W3 again (for weir alone the same as latency; off by default)
     bulk       W4: --insert-jobs jobs in bulk inserts of --batch
     single1, single8
-               W4: single inserts from 1 and 8 goroutines, --insert-duration
+               W4: single inserts from 1 and 8 goroutines, --insert-duration;
+               then pgbench's single-row INSERT into the same table from as
+               many connections, their ceiling (when pgbench is installed)
     rss        W5: a worker process of its own (weir bench re-executed) with
                --rss-workers handlers drains --rss-jobs jobs; its peak RSS
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -26,6 +27,60 @@ func insertOne(t *testing.T, d weirdriver.Driver, p *weirdriver.JobInsertParams)
 		t.Fatalf("insert: %v", err)
 	}
 	return res[0].Job
+}
+
+// testInsertOneAsInBatch: a job inserted alone comes back as the same job does
+// in a batch (a driver may insert a lone job with a statement of its own):
+// state by its time, defaults for what it leaves out, and what it sets.
+func testInsertOneAsInBatch(t *testing.T, d weirdriver.Driver) {
+	due := params("k", "one-batch", `{"a":[1,"x"]}`)
+	later := params("k", "one-batch", `{}`)
+	later.ScheduledAt = time.Now().Add(time.Hour)
+	set := params("k2", "one-batch-set", `{"b":true}`)
+	set.Priority, set.MaxAttempts = 4, 7
+	set.Tags, set.Metadata = []string{"t1", "t2"}, json.RawMessage(`{"m":{"n":1}}`)
+	set.ScheduledAt = time.Now().Add(-time.Minute)
+	cases := []*weirdriver.JobInsertParams{due, later, set}
+	batch, err := d.Executor().JobInsert(ctx(t), cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range cases {
+		one := insertOne(t, d, p)
+		b := batch[i].Job
+		if one.ID == b.ID {
+			t.Fatalf("case %d: the two inserts returned the same job %d", i, one.ID)
+		}
+		if one.State != b.State || one.Kind != b.Kind || one.Queue != b.Queue || one.Priority != b.Priority ||
+			one.MaxAttempts != b.MaxAttempts || one.Attempt != b.Attempt || !p.ScheduledAt.IsZero() && !one.ScheduledAt.Equal(b.ScheduledAt) ||
+			!slices.Equal(one.Tags, b.Tags) || !jsonEqual(one.Args, b.Args) || !jsonEqual(one.Metadata, b.Metadata) ||
+			len(one.UniqueKey) != 0 || len(b.UniqueKey) != 0 || len(one.Errors) != 0 || one.AttemptedAt != nil || one.FinalizedAt != nil {
+			t.Errorf("case %d: alone %+v, in a batch %+v", i, one, b)
+		}
+		if p.ScheduledAt.IsZero() && one.ScheduledAt.Sub(one.CreatedAt).Abs() > time.Second {
+			t.Errorf("case %d: scheduled at %v, created at %v: want now", i, one.ScheduledAt, one.CreatedAt)
+		}
+		if !p.ScheduledAt.IsZero() && !one.ScheduledAt.Equal(p.ScheduledAt.Truncate(time.Microsecond)) {
+			t.Errorf("case %d: scheduled at %v, want %v", i, one.ScheduledAt, p.ScheduledAt)
+		}
+	}
+	if batch[0].Job.State != weirtype.JobStateAvailable || batch[1].Job.State != weirtype.JobStateScheduled ||
+		batch[2].Job.State != weirtype.JobStateAvailable {
+		t.Errorf("states %s, %s, %s; want available, scheduled, available",
+			batch[0].Job.State, batch[1].Job.State, batch[2].Job.State)
+	}
+	if !jsonEqual(batch[0].Job.Metadata, json.RawMessage(`{}`)) || len(batch[0].Job.Tags) != 0 {
+		t.Errorf("metadata and tags left out came back %s and %v, want {} and none", batch[0].Job.Metadata, batch[0].Job.Tags)
+	}
+}
+
+// jsonEqual reports whether a and b hold the same JSON value.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 func testInsertReturnsJobsInOrder(t *testing.T, d weirdriver.Driver) {

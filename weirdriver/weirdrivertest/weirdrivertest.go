@@ -95,6 +95,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"FinalizeCancelRequested", testFinalizeCancelRequested},
 		{"FinalizeCompletionsBatch", testFinalizeCompletionsBatch},
 		{"JobComplete", testJobComplete},
+		{"InsertOneAsInBatch", testInsertOneAsInBatch},
 		{"InsertNotifies", testInsertNotifies},
 		{"InsertNotifiesConcurrently", testInsertNotifiesConcurrently},
 		{"FinalizeRetryPastMaxAttempts", testFinalizeRetryPastMaxAttempts},

@@ -32,6 +32,7 @@ type notifier struct {
 	timeout      time.Duration // of one notification statement, at most
 	logger       *slog.Logger
 	failed       atomic.Int64 // notifications that could not be sent
+	inserts      atomic.Int64 // inserts on the pool in flight (begin, end)
 
 	// turn is held (a value in it) by the caller sending a batch.
 	turn   chan struct{}
@@ -53,6 +54,13 @@ func newNotifier(pool *pgxpool.Pool, q *queries, logger *slog.Logger) *notifier 
 		logger: logger, turn: make(chan struct{}, 1),
 	}
 }
+
+// begin counts an insert on the pool in flight, and reports whether it is the
+// only one: it then notifies from its own statement, whose commit no other
+// insert of this driver waits behind, and does not call notify. end uncounts it.
+func (n *notifier) begin() bool { return n.inserts.Add(1) == 1 }
+
+func (n *notifier) end() { n.inserts.Add(-1) }
 
 // notify wakes the workers of queues, and returns once the notification that
 // carries them was sent, or when ctx ends. The caller that sends a batch sends it

@@ -32,6 +32,11 @@ func (s *riverSystem) Name() string     { return "river" }
 func (s *riverSystem) Schema() string   { return s.schema }
 func (s *riverSystem) JobTable() string { return pgx.Identifier{s.schema, "river_job"}.Sanitize() }
 
+// RowInsert is W4's ceiling statement on River's table.
+func (s *riverSystem) RowInsert() string {
+	return "INSERT INTO " + s.JobTable() + ` (args, kind, max_attempts, queue) VALUES ('{"seq": 0}', 'noop', 25, 'default')`
+}
+
 const (
 	benchWorkers       = 2000
 	benchFetchCooldown = 2 * time.Millisecond

@@ -17,15 +17,20 @@ import (
 // PostgreSQL serializes the commits of notifying transactions: a transaction
 // that notifies holds a database-wide lock from just before its commit until the
 // commit is flushed, so concurrent inserts that each notify cannot share a WAL
-// flush. An insert on the pool therefore commits without notifying and then
-// calls notify, which sends one notification per queue for every insert that
-// asked while the previous notification was in flight (group commit, for
-// notifications), from a transaction that writes nothing durable and so commits
-// without waiting for a flush. notify returns once the notification that carries
-// its queues was sent, so no goroutine outlives the insert: the first caller to
-// find no notification in flight sends the batch gathered so far, the others
-// wait for it or lead the next one. A caller whose context ends stops waiting at
-// once; its queues go out with the next notification.
+// flush. An insert on the pool that is not alone in flight therefore commits
+// without notifying and then calls notify, which sends one notification per
+// queue for every insert that asked while the previous notification was in
+// flight (group commit, for notifications), from a transaction that writes
+// nothing durable and so commits without waiting for a flush.
+//
+// The queues gather in a batch, and the first caller to ask in a batch owns it:
+// it waits for its turn (the notification in flight, if any, to be sent) and
+// sends the batch. The callers that join a batch already owned return at once:
+// the batch, sent after they asked and so after their commits, carries their
+// queues, and its owner is a caller still in its own insert, so no goroutine
+// outlives any insert. An owner whose context ends stops waiting at once and
+// leaves its batch unowned: the caller sending when it ends sends that batch
+// too, and otherwise the next caller to ask owns it.
 type notifier struct {
 	pool         *pgxpool.Pool
 	sql, channel string
@@ -42,10 +47,11 @@ type notifier struct {
 
 // notifyBatch is the queues of one notification statement, in the order first
 // asked for, so that notifications keep the order of the commits that asked.
-// sent is closed once the statement has run, whether or not it succeeded.
+// owned is set while a caller is to send it: a batch is sent once, by its
+// owner, which takes it out of gathering first.
 type notifyBatch struct {
 	queues []string
-	sent   chan struct{}
+	owned  bool
 }
 
 func newNotifier(pool *pgxpool.Pool, q *queries, logger *slog.Logger) *notifier {
@@ -62,11 +68,12 @@ func (n *notifier) begin() bool { return n.inserts.Add(1) == 1 }
 
 func (n *notifier) end() { n.inserts.Add(-1) }
 
-// notify wakes the workers of queues, and returns once the notification that
-// carries them was sent, or when ctx ends. The caller that sends a batch sends it
-// under its own context (and the notifier's timeout). A notification that fails
-// or is given up is not retried and is not the insert's error, since the insert
-// has committed and workers also poll (weir's Config.FetchPollInterval): it is
+// notify wakes the workers of queues: it returns once a notification carrying
+// them was sent, or at once when another caller owns the batch that will carry
+// them, or when ctx ends. The caller that sends a batch sends it under its own
+// context (and the notifier's timeout). A notification that fails or is given
+// up is not retried and is not the insert's error, since the insert has
+// committed and workers also poll (weir's Config.FetchPollInterval): it is
 // counted and logged.
 func (n *notifier) notify(ctx context.Context, queues []string) {
 	if len(queues) == 0 {
@@ -74,7 +81,7 @@ func (n *notifier) notify(ctx context.Context, queues []string) {
 	}
 	n.mu.Lock()
 	if n.gather == nil {
-		n.gather = &notifyBatch{sent: make(chan struct{})}
+		n.gather = &notifyBatch{}
 	}
 	b := n.gather
 	for _, q := range queues {
@@ -82,30 +89,45 @@ func (n *notifier) notify(ctx context.Context, queues []string) {
 			b.queues = append(b.queues, q)
 		}
 	}
+	if b.owned {
+		n.mu.Unlock()
+		return // its owner sends it, after this caller's commit
+	}
+	b.owned = true
 	n.mu.Unlock()
 	select {
-	case <-b.sent:
-		return
 	case <-ctx.Done():
-		// b's queues stay gathered: the next send carries them.
+		n.mu.Lock()
+		b.owned = false // the caller sending now, or the next to ask, sends it
+		n.mu.Unlock()
 		return
 	case n.turn <- struct{}{}:
 	}
 	defer func() { <-n.turn }()
-	n.mu.Lock()
-	select {
-	case <-b.sent: // sent by the caller whose turn ended as this one's began
+	for {
+		n.mu.Lock()
+		n.gather = nil // b: only its owner takes a batch out of gathering
 		n.mu.Unlock()
-		return
-	default:
+		n.send(ctx, b)
+		// A batch left unowned by a caller whose context ended while this one
+		// was sending would wait for the next caller: send it now.
+		n.mu.Lock()
+		b = n.gather
+		if b == nil || b.owned || ctx.Err() != nil {
+			n.mu.Unlock()
+			return
+		}
+		b.owned = true
+		n.mu.Unlock()
 	}
-	// Nobody is sending, and b is still gathering: this caller sends it.
-	n.gather = nil
-	n.mu.Unlock()
+}
+
+// send runs b's notification statement under ctx, cut after the notifier's
+// timeout.
+func (n *notifier) send(ctx context.Context, b *notifyBatch) {
 	sendCtx, cancel := context.WithTimeout(ctx, n.timeout)
 	_, err := n.pool.Exec(sendCtx, n.sql, n.channel, b.queues)
 	cancel()
-	close(b.sent)
 	if err != nil {
 		failed := n.failed.Add(1)
 		n.logger.Warn("weirpgx: insert notification not sent; workers find the jobs by polling",

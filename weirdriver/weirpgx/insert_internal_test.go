@@ -57,23 +57,7 @@ func TestInsertNotifiesBesideAnother(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Notifications arrive in the order of the commits that sent them: the
-	// marker, sent after the inserts returned, comes after theirs.
-	if _, err := d.pool.Exec(t.Context(), "SELECT pg_notify($1, 'marker')", d.InsertChannel()); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for {
-		n, err := l.WaitForNotification(t.Context())
-		if err != nil {
-			t.Fatalf("wait for notification: %v (got %v so far)", err, got)
-		}
-		if n.Payload == "marker" {
-			break
-		}
-		got = append(got, n.Payload)
-	}
-	if want := []string{"beside-one", "beside-batch"}; !slices.Equal(got, want) {
+	if got, want := notifiedBefore(t, d, l, "marker"), []string{"beside-one", "beside-batch"}; !slices.Equal(got, want) {
 		t.Errorf("notified %v, want %v", got, want)
 	}
 }
@@ -129,24 +113,6 @@ func TestNotifierJoinersDoNotWait(t *testing.T) {
 		go func() { done <- exec.NotifyInsert(ctx, []string{q}) }()
 		return done
 	}
-	// received reads the insert notifications up to a marker sent now, which
-	// comes after every notification already sent.
-	received := func(marker string) []string {
-		if _, err := pool.Exec(t.Context(), "SELECT pg_notify($1, $2)", d.InsertChannel(), marker); err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for {
-			n, err := l.WaitForNotification(t.Context())
-			if err != nil {
-				t.Fatalf("wait for notification: %v (got %v so far)", err, got)
-			}
-			if n.Payload == marker {
-				return got
-			}
-			got = append(got, n.Payload)
-		}
-	}
 
 	// A sends, held; B owns the next batch and waits; C joins it and returns.
 	armed.Store(true)
@@ -170,7 +136,7 @@ func TestNotifierJoinersDoNotWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := received("marker-1"), []string{"a", "b", "c"}; !slices.Equal(got, want) {
+	if got, want := notifiedBefore(t, d, l, "marker-1"), []string{"a", "b", "c"}; !slices.Equal(got, want) {
 		t.Errorf("notified %v, want %v", got, want)
 	}
 
@@ -193,10 +159,31 @@ func TestNotifierJoinersDoNotWait(t *testing.T) {
 	if err := <-doneA; err != nil {
 		t.Fatal(err)
 	}
-	if got, want := received("marker-2"), []string{"x", "y", "z"}; !slices.Equal(got, want) {
+	if got, want := notifiedBefore(t, d, l, "marker-2"), []string{"x", "y", "z"}; !slices.Equal(got, want) {
 		t.Errorf("notified %v, want %v", got, want)
 	}
 	if got := d.NotificationsFailed(); got != 0 {
 		t.Errorf("NotificationsFailed = %d, want 0", got)
+	}
+}
+
+// notifiedBefore returns the insert notifications l receives before marker,
+// which it sends now: notifications arrive in the order of the commits that
+// sent them, so the marker comes after every notification already sent.
+func notifiedBefore(t *testing.T, d *Driver, l weirdriver.Listener, marker string) []string {
+	t.Helper()
+	if _, err := d.pool.Exec(t.Context(), "SELECT pg_notify($1, $2)", d.InsertChannel(), marker); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		n, err := l.WaitForNotification(t.Context())
+		if err != nil {
+			t.Fatalf("wait for notification: %v (got %v so far)", err, got)
+		}
+		if n.Payload == marker {
+			return got
+		}
+		got = append(got, n.Payload)
 	}
 }

@@ -44,6 +44,26 @@ func CheckClaim(p *JobClaimParams) error {
 	return nil
 }
 
+// CheckQueueShare checks a request for a share of a queue's global limit.
+func CheckQueueShare(p *QueueShareParams) error {
+	if err := checkQueueName(p.Queue); err != nil {
+		return err
+	}
+	switch {
+	case p.ClientID == "":
+		return fmt.Errorf("client id is empty")
+	case p.Want < 0 || p.Want > MaxGlobalLimit:
+		return fmt.Errorf("want %d is out of range: 0 (give the share up) to %d", p.Want, MaxGlobalLimit)
+	case p.Keep < 0 || p.Keep > MaxGlobalLimit:
+		return fmt.Errorf("keep %d is out of range: 0 to %d", p.Keep, MaxGlobalLimit)
+	case p.Want == 0 && p.Keep > 0:
+		return fmt.Errorf("want 0 gives the share up, which keep %d forbids: a client gives it up only when none of its slots is in use", p.Keep)
+	case p.Lease < time.Millisecond:
+		return fmt.Errorf("lease %v is less than 1ms", p.Lease)
+	}
+	return nil
+}
+
 // CheckClaimID checks a claim of one job.
 func CheckClaimID(p *JobClaimIDParams) error {
 	return CheckClaim(&JobClaimParams{Queue: "-", Max: 1, ClientID: p.ClientID, LeaseDuration: p.LeaseDuration})

@@ -245,6 +245,17 @@ type Executor interface {
 	// says whether a limit cut this claim short,
 	// so that the queue may hold more due jobs than were returned.
 	JobClaim(ctx context.Context, params *JobClaimParams) ([]*weirtype.JobRow, ClaimLimit, error)
+	// QueueShare renews, takes or gives up (Want 0) the client's share of a
+	// queue's global limit, in one transaction under the lock the queue's
+	// limited claims take: it deletes the shares whose lease ran out, and
+	// writes the client's as the most of its fair part (FairShare over the
+	// live shares' wants and its own) that the limit less the other shares
+	// and the running jobs of clients without one leaves, but never less than
+	// params.Keep, leased for params.Lease. A client that holds a share
+	// claims the queue's jobs without the global limit's count and runs at
+	// most QueueShare.Fair of its handlers at once; a queue without a global
+	// limit keeps no share (Limit 0).
+	QueueShare(ctx context.Context, params *QueueShareParams) (QueueShare, error)
 	// JobClaimID leases job params.ID if it is scheduled, available or retryable,
 	// whatever its due time, whether its queue is paused and its global limit, and returns it
 	// running. A job that is running or final is returned unchanged, with false;

@@ -1,8 +1,10 @@
 package weirdriver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/weirq/weir/weirtype"
@@ -30,6 +32,104 @@ type ClaimLimit struct {
 	// Wait, when positive, is how long from the claim until the rate limit
 	// admits the next job.
 	Wait time.Duration
+	// Share is set when the queue's global limit cut the claim short and the
+	// claiming client holds no share of it (QueueShare): such a client's
+	// claims are counted against the limit, one at a time; a client that
+	// holds a share claims without them, and runs at most its share's
+	// handlers at once.
+	Share bool
+}
+
+// QueueShareParams ask for a client's share of a queue's global limit: how
+// many of the queue's handlers it may run at once.
+type QueueShareParams struct {
+	Queue, ClientID string
+	// Want is the most handlers the client would run (its MaxWorkers for
+	// the queue); 0 gives the share up, which only a client that runs none
+	// of the queue's handlers may do (Keep 0).
+	Want int
+	// Keep is how many slots the client may be using until the answer
+	// arrives: the handlers it runs, or may start, under its current share.
+	// The share written is never less, whatever the limit.
+	Keep int
+	// Lease is how long the share holds, from the database's now(), unless
+	// renewed; at least a millisecond.
+	Lease time.Duration
+}
+
+// QueueShare is a client's share of a queue's global limit.
+type QueueShare struct {
+	// Limit is the queue's global limit; 0 when it has none, and then the
+	// client holds no share.
+	Limit int
+	// Slots is the share the database now holds for the client: at least
+	// Keep, and, with the other clients' shares and the running jobs of the
+	// clients without one, at most Limit unless Keep made it more.
+	Slots int
+	// Fair is how many handlers the client may run at once from now on: its
+	// fair part of the limit (FairShare), as far as the room the others
+	// leave allows; at most Slots.
+	Fair int
+}
+
+// ShareOf is another client's share of a queue's global limit, as the
+// database holds it: how many handlers the client wants and the slots it holds.
+type ShareOf struct {
+	ClientID    string
+	Want, Slots int
+}
+
+// DivideShare is the share QueueShare writes for p, given the queue's limit,
+// legacy (the running jobs of the clients other than p's that hold no share)
+// and the other clients' live shares: p's fair part of the limit
+// (FairShare over the wants), as far as the room the others leave allows,
+// but never less than p.Keep.
+func DivideShare(limit, legacy int, others []ShareOf, p *QueueShareParams) QueueShare {
+	wants := append(slices.Clone(others), ShareOf{ClientID: p.ClientID, Want: p.Want})
+	room := limit - legacy
+	for _, o := range others {
+		room -= o.Slots
+	}
+	fair := min(FairShare(limit, wants, p.ClientID), max(room, 0))
+	return QueueShare{Limit: limit, Slots: max(fair, p.Keep), Fair: fair}
+}
+
+// FairShare divides limit among the clients of wants by max-min fairness and
+// returns what client me gets: each gets the same, except that one wanting
+// less gets what it wants and the rest is divided among the others; what
+// does not divide evenly goes one each to the first clients by id. wants
+// holds each client once, me among them; its order does not matter, nor
+// the Slots of its entries.
+func FairShare(limit int, wants []ShareOf, me string) int {
+	ws := slices.Clone(wants)
+	slices.SortFunc(ws, func(a, b ShareOf) int {
+		return cmp.Or(cmp.Compare(a.Want, b.Want), cmp.Compare(a.ClientID, b.ClientID))
+	})
+	left := max(limit, 0)
+	for i, w := range ws {
+		rest := len(ws) - i
+		if each := left / rest; w.Want <= each {
+			if w.ClientID == me {
+				return max(w.Want, 0)
+			}
+			left -= max(w.Want, 0)
+			continue
+		}
+		// Everyone from here wants more than an even part: each gets it, and
+		// the remainder goes to the first of them by id.
+		others := ws[i:]
+		slices.SortFunc(others, func(a, b ShareOf) int { return cmp.Compare(a.ClientID, b.ClientID) })
+		for j, o := range others {
+			if o.ClientID == me {
+				if j < left%rest {
+					return left/rest + 1
+				}
+				return left / rest
+			}
+		}
+		return 0
+	}
+	return 0
 }
 
 // JobClaimIDParams name the one job JobClaimID leases.

@@ -73,6 +73,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"GlobalLimit", testGlobalLimit},
 		{"GlobalLimitConcurrent", testGlobalLimitConcurrent},
 		{"GlobalLimitRejectsBadInput", testGlobalLimitRejectsBadInput},
+		{"QueueShare", testQueueShare},
 		{"RateLimit", testRateLimit},
 		{"KeyLimit", testKeyLimit},
 		{"KeyLimitConcurrent", testKeyLimitConcurrent},

@@ -350,6 +350,7 @@ func filler(schema string) func(string) string {
 		"{ready}", ident("weir_ready"),
 		"{ready_claim}", ident("weir_ready_claim"),
 		"{client}", ident("weir_client"),
+		"{share}", ident("weir_queue_share"),
 		"{migration}", ident("weir_migration"),
 		"{seq}", ident("weir_job_id_seq"),
 		"{state_bit}", ident("weir_state_bit"),

@@ -19,6 +19,7 @@ import (
 
 // The columns of jobColumns that the claim's limit row fills in.
 const (
+	colKind        = 3
 	colScheduledAt = 8
 	colAttemptedAt = 10
 )
@@ -43,6 +44,9 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 			vals, err := r.Values()
 			if err != nil {
 				return nil, lim, fmt.Errorf("claim jobs: %w", err)
+			}
+			if kind, _ := vals[colKind].(string); kind == "share" {
+				lim.Share = true
 			}
 			due, dueOK := vals[colScheduledAt].(time.Time)
 			at, atOK := vals[colAttemptedAt].(time.Time)

@@ -298,6 +298,11 @@ type runtimeQueries struct {
 	leaderResign   string
 	leaderGet      string
 	leaderTermLeft string
+	shareLock      string
+	shareExpire    string
+	shareRead      string
+	shareWrite     string
+	shareDrop      string
 }
 
 // newRuntimeQueries fills the runtime's statements with fill (filler).
@@ -318,5 +323,10 @@ func newRuntimeQueries(fill func(string) string) runtimeQueries {
 		leaderResign:   fill(leaderResignSQL),
 		leaderGet:      fill(leaderGetSQL),
 		leaderTermLeft: fill(leaderTermLeftSQL),
+		shareLock:      queueShareLockSQL,
+		shareExpire:    fill(queueShareExpireSQL),
+		shareRead:      fill(queueShareReadSQL),
+		shareWrite:     fill(queueShareWriteSQL),
+		shareDrop:      fill(queueShareDropSQL),
 	}
 }

@@ -125,12 +125,32 @@ ON CONFLICT (name) DO UPDATE SET key_limit = excluded.key_limit, key_rate = excl
 ON CONFLICT (queue, key) DO UPDATE SET tat = excluded.tat`
 	// ?1 queue, ?2 now: forget the times that are past.
 	keyRatePrune = `DELETE FROM weir_key_rate WHERE queue = ?1 AND tat <= ?2`
-	// ?1 name: the queue's limits (none: no row, or NULLs), and, with a
-	// global limit, its running jobs.
+	// ?1 name, ?2 the claiming client, ?3 now: the queue's limits (none: no
+	// row, or NULLs); with a global limit, whether the client holds a live
+	// share of it (weir_queue_share), and what the limit's count is unless
+	// it does: the live shares plus the running jobs of the clients without
+	// one (migration 010).
 	queueLimits = `SELECT global_limit,
-	CASE WHEN global_limit IS NULL THEN 0 ELSE (SELECT count(*) FROM weir_job WHERE queue = ?1 AND state = 'running') END,
+	global_limit IS NOT NULL AND EXISTS (SELECT 1 FROM weir_queue_share s WHERE s.queue = ?1 AND s.holder = ?2 AND s.expires_at >= ?3),
+	CASE WHEN global_limit IS NULL THEN 0 ELSE
+		(SELECT coalesce(sum(s.slots), 0) FROM weir_queue_share s WHERE s.queue = ?1 AND s.expires_at >= ?3)
+		+ (SELECT count(*) FROM weir_job j WHERE j.queue = ?1 AND j.state = 'running' AND NOT EXISTS (
+			SELECT 1 FROM weir_queue_share s WHERE s.queue = ?1 AND s.holder = j.attempted_by AND s.expires_at >= ?3)) END,
 	rate_limit, rate_period_us, rate_tat, key_limit, key_rate, key_rate_period_us, limit_key
 FROM weir_queue WHERE name = ?1 AND (global_limit IS NOT NULL OR rate_limit IS NOT NULL OR limit_key IS NOT NULL)`
+	// QueueShare's statements (migration 010), as weirpgx's. ?1 queue, ?2 now.
+	queueShareExpire = `DELETE FROM weir_queue_share WHERE queue = ?1 AND expires_at < ?2`
+	// ?1 queue, ?2 client: the queue's global limit (no row or NULL: none),
+	// and the running jobs of the clients other than ?2 that hold no share.
+	queueShareRead = `SELECT (SELECT global_limit FROM weir_queue WHERE name = ?1),
+	(SELECT count(*) FROM weir_job j WHERE j.queue = ?1 AND j.state = 'running' AND j.attempted_by IS NOT ?2
+		AND NOT EXISTS (SELECT 1 FROM weir_queue_share s WHERE s.queue = ?1 AND s.holder = j.attempted_by))`
+	// ?1 queue, ?2 client: the other clients' shares.
+	queueShareOthers = `SELECT holder, want, slots FROM weir_queue_share WHERE queue = ?1 AND holder <> ?2 ORDER BY holder`
+	// ?1 queue, ?2 client, ?3 want, ?4 slots, ?5 expires at.
+	queueShareWrite = `INSERT INTO weir_queue_share (queue, holder, want, slots, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (queue, holder) DO UPDATE SET want = excluded.want, slots = excluded.slots, expires_at = excluded.expires_at`
+	queueShareDrop = `DELETE FROM weir_queue_share WHERE queue = ?1 AND holder = ?2`
 	// A job's key under a key limit: the value, as text, of the field at
 	// JSON path ?2 of its args (?3 'args') or metadata, '' when missing or
 	// null.

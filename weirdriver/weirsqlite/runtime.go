@@ -39,17 +39,20 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 		var (
 			global, rate, periodUS, tat sql.NullInt64
 			keyed                       keyLimits
+			shared                      sql.NullBool
 			busy                        int64
 		)
-		err := w.q.QueryRowContext(ctx, queueLimits, p.Queue).Scan(&global, &busy, &rate, &periodUS, &tat,
+		err := w.q.QueryRowContext(ctx, queueLimits, p.Queue, p.ClientID, w.now).Scan(&global, &shared, &busy, &rate, &periodUS, &tat,
 			&keyed.limit, &keyed.rate, &keyed.periodUS, &keyed.key)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return err
 		}
-		if global.Valid && global.Int64-busy < int64(n) {
-			lim.Limited = true
+		// A client holding a share keeps its handlers within it: the limit
+		// is not counted for its claims.
+		if global.Valid && !shared.Bool && global.Int64-busy < int64(n) {
+			lim.Limited, lim.Share = true, true
 			n = int(max(global.Int64-busy, 0))
 		}
 		// The rate limit, as weirpgx's weir_ready_claim keeps it (migration
@@ -562,4 +565,59 @@ func jsonText(b json.RawMessage) any {
 		return nil
 	}
 	return string(b)
+}
+
+// QueueShare deletes the queue's shares whose lease ran out, reads the limit,
+// the others' shares and the running jobs of clients without one, and writes
+// the client's share, in one write transaction (weirdriver.Executor).
+func (e *executor) QueueShare(ctx context.Context, p *weirdriver.QueueShareParams) (_ weirdriver.QueueShare, err error) {
+	defer func() { err = schemaErr(err) }()
+	if err := weirdriver.CheckQueueShare(p); err != nil {
+		return weirdriver.QueueShare{}, fmt.Errorf("share of queue %q: %w", p.Queue, err)
+	}
+	var share weirdriver.QueueShare
+	err = e.write(ctx, func(w *write) error {
+		share = weirdriver.QueueShare{}
+		if _, err := w.q.ExecContext(ctx, queueShareExpire, p.Queue, w.now); err != nil {
+			return err
+		}
+		var (
+			limit  sql.NullInt64
+			legacy int64
+		)
+		if err := w.q.QueryRowContext(ctx, queueShareRead, p.Queue, p.ClientID).Scan(&limit, &legacy); err != nil {
+			return err
+		}
+		if !limit.Valid || p.Want == 0 {
+			share.Limit = int(limit.Int64)
+			_, err := w.q.ExecContext(ctx, queueShareDrop, p.Queue, p.ClientID)
+			return err
+		}
+		rows, err := w.q.QueryContext(ctx, queueShareOthers, p.Queue, p.ClientID)
+		if err != nil {
+			return err
+		}
+		var others []weirdriver.ShareOf
+		for rows.Next() {
+			var o weirdriver.ShareOf
+			if err := rows.Scan(&o.ClientID, &o.Want, &o.Slots); err != nil {
+				rows.Close()
+				return err
+			}
+			others = append(others, o)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		share = weirdriver.DivideShare(int(limit.Int64), int(legacy), others, p)
+		_, err = w.q.ExecContext(ctx, queueShareWrite, p.Queue, p.ClientID, p.Want, share.Slots, w.now+p.Lease.Microseconds())
+		return err
+	})
+	if err != nil {
+		return weirdriver.QueueShare{}, fmt.Errorf("share of queue %q: %w", p.Queue, err)
+	}
+	return share, nil
 }

@@ -1,0 +1,89 @@
+package weirdriver
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestFairShare: the parts of every client add up to the limit, or to what
+// they all want when that is less; none gets more than it wants; any two
+// differ by at most one unless the smaller got all it wants; and the order of
+// the wants does not matter.
+func TestFairShare(t *testing.T) {
+	for _, c := range []struct {
+		limit int
+		wants []int
+		want  []int
+	}{
+		{10, []int{8}, []int{8}},
+		{10, []int{8, 8}, []int{5, 5}},
+		{200, []int{250, 250, 250, 250}, []int{50, 50, 50, 50}},
+		{10, []int{2, 100, 100}, []int{2, 4, 4}},
+		{10, []int{100, 100, 100}, []int{4, 3, 3}}, // the remainder to the first by id
+		{5, []int{1, 1, 1}, []int{1, 1, 1}},
+		{0, []int{3, 3}, []int{0, 0}},
+	} {
+		ws := make([]ShareOf, len(c.wants))
+		for i, w := range c.wants {
+			ws[i] = ShareOf{ClientID: fmt.Sprint("c", i), Want: w}
+		}
+		for i := range ws {
+			if got := FairShare(c.limit, ws, ws[i].ClientID); got != c.want[i] {
+				t.Errorf("limit %d, wants %v: client %d gets %d, want %d", c.limit, c.wants, i, got, c.want[i])
+			}
+		}
+	}
+
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		limit := r.IntN(300)
+		ws := make([]ShareOf, 1+r.IntN(8))
+		total := 0
+		for i := range ws {
+			ws[i] = ShareOf{ClientID: fmt.Sprint("c", r.IntN(1000), "-", i), Want: 1 + r.IntN(120)}
+			total += ws[i].Want
+		}
+		shuffled := append([]ShareOf(nil), ws...)
+		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		parts := make([]int, len(ws))
+		sum := 0
+		for i, w := range ws {
+			parts[i] = FairShare(limit, ws, w.ClientID)
+			if again := FairShare(limit, shuffled, w.ClientID); again != parts[i] {
+				t.Fatalf("limit %d, wants %+v: %s gets %d, %d when shuffled", limit, ws, w.ClientID, parts[i], again)
+			}
+			if parts[i] < 0 || parts[i] > w.Want {
+				t.Fatalf("limit %d, wants %+v: %s gets %d", limit, ws, w.ClientID, parts[i])
+			}
+			sum += parts[i]
+		}
+		if sum != min(limit, total) {
+			t.Fatalf("limit %d, wants %+v: parts %v add up to %d, want %d", limit, ws, parts, sum, min(limit, total))
+		}
+		for i := range ws {
+			for j := range ws {
+				if parts[i] < ws[i].Want && parts[j] > parts[i]+1 {
+					t.Fatalf("limit %d, wants %+v: parts %v: %d short of its want, yet %d has more than one more", limit, ws, parts, i, j)
+				}
+			}
+		}
+	}
+}
+
+// TestDivideShare: a client gets its fair part as far as the room allows, and
+// never less than it keeps.
+func TestDivideShare(t *testing.T) {
+	others := []ShareOf{{ClientID: "a", Want: 8, Slots: 8}}
+	p := &QueueShareParams{ClientID: "b", Want: 8}
+	if got := DivideShare(10, 0, others, p); got != (QueueShare{Limit: 10, Slots: 2, Fair: 2}) {
+		t.Errorf("b beside a holding 8 of 10: %+v", got)
+	}
+	if got := DivideShare(10, 3, others, p); got != (QueueShare{Limit: 10, Slots: 0, Fair: 0}) {
+		t.Errorf("b beside a holding 8 of 10 and 3 running without a share: %+v", got)
+	}
+	p.Keep = 4
+	if got := DivideShare(10, 3, others, p); got != (QueueShare{Limit: 10, Slots: 4, Fair: 0}) {
+		t.Errorf("b keeping 4 with no room: %+v", got)
+	}
+}

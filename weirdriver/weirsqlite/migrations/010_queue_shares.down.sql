@@ -1,0 +1,2 @@
+-- Reverts 010.
+DROP TABLE weir_queue_share;

@@ -116,9 +116,10 @@ type QueueConfig struct {
 	// client. Range: 1 to 10,000.
 	MaxWorkers int
 	// Prefetch is how many claimed jobs may wait locally for a free worker, beyond
-	// MaxWorkers. 0 means the default: MaxWorkers/4, at most 100, or none when
-	// GlobalLimit or KeyLimit is set (a prefetched job holds one of the limit's
-	// slots while it waits); -1 means none. Range: -1 to 10,000.
+	// MaxWorkers (or, under a global limit, beyond the client's share of it).
+	// 0 means the default: MaxWorkers/4, at most 100, or none when KeyLimit
+	// sets a limit of running jobs per key (a prefetched job holds one of its
+	// key's slots while it waits); -1 means none. Range: -1 to 10,000.
 	Prefetch int
 	// GlobalLimit, when set, is the most jobs of this queue that may run at
 	// once across every client on the database (docs/flow-control.md). Start
@@ -495,7 +496,7 @@ func checkQueue(field, name string, q QueueConfig) (QueueConfig, error) {
 	case q.Prefetch < -1 || q.Prefetch > maxPrefetch:
 		return q, invalidf(field+".Prefetch", "queue %q: Prefetch %d is outside its range -1..%d (-1 for none, 0 for the default)",
 			name, q.Prefetch, maxPrefetch)
-	case q.Prefetch == 0 && (q.GlobalLimit > 0 || q.KeyLimit.Limit > 0):
+	case q.Prefetch == 0 && q.KeyLimit.Limit > 0:
 		// none: 0, which -1 becomes below
 	case q.Prefetch == 0:
 		q.Prefetch = min(q.MaxWorkers/4, 100)

@@ -211,7 +211,8 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	e.deps = producerDeps{
 		exec: exec, clientID: cfg.ID, handlers: cfg.Workers, middleware: cfg.WorkerMiddleware,
 		pollInterval: cfg.FetchPollInterval, leaseDuration: cfg.LeaseDuration, leaseBudget: budget,
-		jobTimeout: cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
+		shareInterval: min(cfg.HeartbeatInterval, maxShareInterval),
+		jobTimeout:    cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
 		leases: e.leases, limited: e.limited, events: e.events, claims: &e.stats.claims,
 		base: context.WithValue(context.WithoutCancel(ctx), handlerScopeKey{}, &handlerScope{driver: c.driver, leases: e.leases, maxBytes: cfg.MaxArgsBytes}),
 		hard: e.hardCtx, submit: e.completer.Submit, backlogFull: e.completer.Full,

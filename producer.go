@@ -34,8 +34,10 @@ type producerDeps struct {
 	// holds a job; leaseBudget how long after a claim is sent its leases are
 	// trusted; jobTimeout Config.JobTimeout.
 	pollInterval, leaseDuration, leaseBudget, jobTimeout time.Duration
-	retryPolicy                                          RetryPolicy
-	leases                                               *lease.Table
+	// shareInterval is how often a share of a global limit is renewed.
+	shareInterval time.Duration
+	retryPolicy   RetryPolicy
+	leases        *lease.Table
 	// limited logs failed attempts and failed claims, rate-limited.
 	limited *logLimiter
 	events  *eventBus
@@ -65,6 +67,8 @@ type producer struct {
 	// signals freed (capacity 1).
 	freed            chan struct{}
 	atLimit, atSlots atomic.Bool
+	// shareWake asks the share loop to renew at once (capacity 1).
+	shareWake chan struct{}
 
 	// workers counts the worker goroutines, at most MaxWorkers: one is started
 	// when a job starts and no worker is idle, and it lives until the producer
@@ -92,12 +96,18 @@ type producer struct {
 	// garbage collector shrank at nearly every job.
 	idleWorkers   []chan *lease.Job
 	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
+	// share is the producer's share of its queue's global limit (share.go).
+	share shareState
 }
 
 func newProducer(deps producerDeps, queue string, cfg QueueConfig) *producer {
 	return &producer{
 		producerDeps: deps, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
 		freed: make(chan struct{}, 1), claiming: true, loopDone: make(chan struct{}),
+		shareWake: make(chan struct{}, 1),
+		// A queue declared with a global limit starts nothing before its
+		// first share is written (at once).
+		share: shareState{on: cfg.GlobalLimit > 0},
 	}
 }
 
@@ -109,7 +119,11 @@ func (p *producer) start(parent context.Context, loops *sync.WaitGroup) {
 	loops.Go(func() {
 		defer close(p.loopDone)
 		defer cancel()
+		var share sync.WaitGroup
+		share.Go(func() { p.shareLoop(ctx) })
 		p.loop(ctx)
+		cancel()
+		share.Wait()
 	})
 }
 
@@ -133,6 +147,9 @@ func (p *producer) setConfig(cfg QueueConfig) {
 	}
 	p.startBufferedLocked()
 	p.mu.Unlock()
+	if cfg.GlobalLimit > 0 {
+		p.wantShare() // the limit is stored: keep within a share of it
+	}
 	p.poke()
 }
 
@@ -266,6 +283,9 @@ func (p *producer) loop(ctx context.Context) {
 		lastClaim = time.Now()
 		got, more, lim, err := p.fill()
 		lastEmpty = got == 0
+		if lim.Share {
+			p.wantShare()
+		}
 		p.atLimit.Store(lim.Limited)
 		p.atSlots.Store(lim.Limited && lim.Wait == 0)
 		wait := p.pollInterval
@@ -294,7 +314,10 @@ func (p *producer) loop(ctx context.Context) {
 func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err error) {
 	p.mu.Lock()
 	p.startBufferedLocked()
-	room := p.cfg.MaxWorkers + p.cfg.Prefetch - p.running - len(p.buffer)
+	room := 0
+	if most := p.maxRunningLocked(); most > 0 {
+		room = most + p.cfg.Prefetch - p.running - len(p.buffer)
+	}
 	p.mu.Unlock()
 	if room <= 0 || p.backlogFull() {
 		return 0, false, lim, nil // a freed slot, or room in the backlog, pokes
@@ -345,7 +368,7 @@ func (p *producer) startBufferedLocked() {
 	if !p.claiming {
 		return
 	}
-	for p.running < p.cfg.MaxWorkers && len(p.buffer) > 0 {
+	for len(p.buffer) > 0 && p.running < p.maxRunningLocked() {
 		j := p.buffer[0]
 		p.buffer[0] = nil
 		p.buffer = p.buffer[1:]

@@ -395,6 +395,7 @@ func (e *engine) retire(ctx context.Context, p *producer) error {
 		return e.errRetiring(ctx, p)
 	}
 	p.workers.Wait() // as in Stop: each worker ends once its handler returned
+	p.giveUpShare(ctx)
 	e.queuesMu.Lock()
 	delete(e.removing, p)
 	e.queuesMu.Unlock()

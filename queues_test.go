@@ -125,7 +125,7 @@ func TestQueuesBeforeStart(t *testing.T) {
 	if global, _ := storedLimits(t, c, "added"); global != 0 {
 		t.Errorf("Add before Start stored the global limit %d; Start stores it", global)
 	}
-	want := map[string]weir.QueueConfig{"added": {MaxWorkers: 4, Prefetch: -1, GlobalLimit: 3}, "kept": {MaxWorkers: 8, Prefetch: 5}}
+	want := map[string]weir.QueueConfig{"added": {MaxWorkers: 4, Prefetch: 1, GlobalLimit: 3}, "kept": {MaxWorkers: 8, Prefetch: 5}}
 	if got := qs.List(); !maps.Equal(got, want) {
 		t.Fatalf("List before Start: %v, want %v", got, want)
 	}

@@ -113,6 +113,12 @@ func (e *engine) shutdown(ctx context.Context, hard bool) error {
 	for _, p := range producers {
 		p.stopWorkers(allReturned)
 	}
+	// Give the shares of global limits back, so that the other clients need
+	// not wait for their leases to end; a producer whose handlers still run
+	// keeps its share until its lease ends.
+	for _, p := range producers {
+		p.giveUpShare(ctx)
+	}
 
 	// 5. Drain every finalization before stopping what keeps leases alive.
 	drainErr := e.completer.WaitDrained(ctx)

@@ -129,4 +129,3 @@ func testQueueShare(t *testing.T, d weirdriver.Driver) {
 	setLimit(t, d, q, 0)
 	check("c without the limit", share(t, d, q, "c", 3, 0, lease), weirdriver.QueueShare{})
 }
-

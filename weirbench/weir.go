@@ -131,7 +131,10 @@ func (s *weirSystem) Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error) 
 		}))
 		q := s.queue(cfg.Settings, cfg.MaxWorkers)
 		if cfg.GlobalLimit > 0 {
-			q.GlobalLimit, q.Prefetch = cfg.GlobalLimit, -1 // a prefetched job would hold a slot
+			// The throughput settings' prefetch: a job waiting in a client's
+			// buffer holds no slot of the limit, which bounds handlers
+			// through the client's share (docs/flow-control.md).
+			q.GlobalLimit = cfg.GlobalLimit
 		}
 		if cfg.KeyLimit > 0 {
 			q.KeyLimit, q.Prefetch = weir.KeyLimit{Key: "args.key", Limit: cfg.KeyLimit}, -1

@@ -144,6 +144,11 @@ func (p *producer) giveUpShare(ctx context.Context) {
 	if !on || running > 0 {
 		return
 	}
+	// Nothing starts from here on, whatever the write does: jobs claimed
+	// under the share were not counted against the limit.
+	p.mu.Lock()
+	p.share = shareState{on: true}
+	p.mu.Unlock()
 	if _, err := p.exec.QueueShare(ctx, &weirdriver.QueueShareParams{
 		Queue: p.queue, ClientID: p.clientID, Lease: p.leaseDuration,
 	}); err != nil && ctx.Err() == nil {

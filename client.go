@@ -121,10 +121,11 @@ type QueueConfig struct {
 	// sets a limit of running jobs per key (a prefetched job holds one of its
 	// key's slots while it waits); -1 means none. Range: -1 to 10,000.
 	Prefetch int
-	// GlobalLimit, when set, is the most jobs of this queue that may run at
-	// once across every client on the database (docs/flow-control.md). Start
-	// stores it in the database, whose value is the one every client's claims
-	// obey: of clients that declare different limits, the one started last
+	// GlobalLimit, when set, is the most handlers of this queue that may run
+	// at once across every client on the database, each client running within
+	// its share of it (docs/flow-control.md). Start stores it in the
+	// database, whose value is the one every client obeys: of clients that
+	// declare different limits, the one started last
 	// wins (QueueSet's Add, and Update when it changes the limit, store it
 	// too). 0 leaves the stored limit as it is, none or one an operator set
 	// (Client.QueueSetGlobalLimit, weir queues set). Range: 0 to 1,000,000.

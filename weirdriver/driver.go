@@ -238,9 +238,11 @@ type Executor interface {
 	// Each claimed job gets a lease token greater than any it had before. A
 	// queue with a global limit (QueueSetGlobalLimit) or a rate limit
 	// (QueueSetRateLimit) is claimed from one claim at a time: a claim leases
-	// at most the global limit less the queue's running jobs, counted after
-	// every earlier claim of the queue ended, and no more than the rate
-	// limit admits; with a limit per key (QueueSetKeyLimit), at most that
+	// at most the global limit less the live shares (QueueShare) and the
+	// running jobs of the clients without one, counted after every earlier
+	// such claim of the queue ended, and no more than the rate limit admits;
+	// a claim by a client holding a live share is not counted against the
+	// global limit; with a limit per key (QueueSetKeyLimit), at most that
 	// limit less the running jobs of the key, for each key. The ClaimLimit
 	// says whether a limit cut this claim short,
 	// so that the queue may hold more due jobs than were returned.

@@ -30,9 +30,11 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // with the rest. The job table's own partial index on available jobs is left
 // alone, because under an old snapshot its entries of claimed jobs cannot be
 // cleaned and every claim would walk them (docs/storage.md). The lease token
-// is the function's copy of nextToken. A queue with a global limit or a rate
-// limit (migration 012) is claimed under a lock on its weir_queue row, at
-// most the limit less its running jobs and what the rate admits. Returns the
+// is the function's copy of nextToken. A queue with a rate limit or limits
+// per key, or with a global limit claimed by a client holding no share of it,
+// is claimed under the queue's advisory claim lock (migrations 012 to 015),
+// at most the limit less the live shares and the running jobs of clients
+// without one, and what the rates admit. Returns the
 // claimed jobs' jobColumns in claim order, then, when a limit cut the claim
 // short, a row whose id is NULL, attempted_at the claim's time and
 // scheduled_at, when the rate limit cut it, the time the next start is due.

@@ -35,9 +35,8 @@ type shareState struct {
 	// on is set while the queue has a global limit (as this client knows):
 	// handlers start only within the share.
 	on bool
-	// fair is how many handlers may run at once (QueueShare.Fair); slots what
-	// the database holds (at least fair).
-	fair, slots int
+	// fair is how many handlers may run at once (QueueShare.Fair).
+	fair int
 	// until is when the share can no longer be trusted: the last renewal's
 	// send time plus the lease budget, before the database's lease ends.
 	until time.Time
@@ -118,14 +117,18 @@ func (p *producer) renewShare(ctx context.Context) time.Duration {
 		return shareRetry
 	}
 	p.mu.Lock()
+	before := p.maxRunningLocked()
 	if s.Limit == 0 {
 		p.share = shareState{} // the limit was removed: the database's value wins
 	} else {
-		p.share = shareState{on: true, fair: s.Fair, slots: s.Slots, until: sent.Add(p.leaseBudget)}
+		p.share = shareState{on: true, fair: s.Fair, until: sent.Add(p.leaseBudget)}
 	}
 	p.startBufferedLocked()
+	grew := p.maxRunningLocked() > before
 	p.mu.Unlock()
-	p.poke()
+	if grew {
+		p.poke() // room to claim into; an unchanged share claims nothing more
+	}
 	if s.Slots > s.Fair {
 		return shareShrink
 	}

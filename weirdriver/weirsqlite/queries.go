@@ -127,12 +127,13 @@ ON CONFLICT (queue, key) DO UPDATE SET tat = excluded.tat`
 	keyRatePrune = `DELETE FROM weir_key_rate WHERE queue = ?1 AND tat <= ?2`
 	// ?1 name, ?2 the claiming client, ?3 now: the queue's limits (none: no
 	// row, or NULLs); with a global limit, whether the client holds a live
-	// share of it (weir_queue_share), and what the limit's count is unless
-	// it does: the live shares plus the running jobs of the clients without
+	// share of it (weir_queue_share), and, unless it does, what the limit's
+	// count is: the live shares plus the running jobs of the clients without
 	// one (migration 010).
 	queueLimits = `SELECT global_limit,
 	global_limit IS NOT NULL AND EXISTS (SELECT 1 FROM weir_queue_share s WHERE s.queue = ?1 AND s.holder = ?2 AND s.expires_at >= ?3),
-	CASE WHEN global_limit IS NULL THEN 0 ELSE
+	CASE WHEN global_limit IS NULL
+		OR EXISTS (SELECT 1 FROM weir_queue_share s WHERE s.queue = ?1 AND s.holder = ?2 AND s.expires_at >= ?3) THEN 0 ELSE
 		(SELECT coalesce(sum(s.slots), 0) FROM weir_queue_share s WHERE s.queue = ?1 AND s.expires_at >= ?3)
 		+ (SELECT count(*) FROM weir_job j WHERE j.queue = ?1 AND j.state = 'running' AND NOT EXISTS (
 			SELECT 1 FROM weir_queue_share s WHERE s.queue = ?1 AND s.holder = j.attempted_by AND s.expires_at >= ?3)) END,

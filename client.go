@@ -117,9 +117,11 @@ type QueueConfig struct {
 	MaxWorkers int
 	// Prefetch is how many claimed jobs may wait locally for a free worker, beyond
 	// MaxWorkers (or, under a global limit, beyond the client's share of it).
-	// 0 means the default: MaxWorkers/4, at most 100, or none when KeyLimit
-	// sets a limit of running jobs per key (a prefetched job holds one of its
-	// key's slots while it waits); -1 means none. Range: -1 to 10,000.
+	// 0 means the default: MaxWorkers/4, at most 100; -1 means none. Range:
+	// -1 to 10,000. Under a limit of running jobs per key (KeyLimit), only a
+	// client holding buckets of the queue's keys prefetches (on PostgreSQL;
+	// docs/flow-control.md): a job claimed counted would hold one of its
+	// key's slots while it waited.
 	Prefetch int
 	// GlobalLimit, when set, is the most handlers of this queue that may run
 	// at once across every client on the database, each client running within
@@ -497,8 +499,6 @@ func checkQueue(field, name string, q QueueConfig) (QueueConfig, error) {
 	case q.Prefetch < -1 || q.Prefetch > maxPrefetch:
 		return q, invalidf(field+".Prefetch", "queue %q: Prefetch %d is outside its range -1..%d (-1 for none, 0 for the default)",
 			name, q.Prefetch, maxPrefetch)
-	case q.Prefetch == 0 && q.KeyLimit.Limit > 0:
-		// none: 0, which -1 becomes below
 	case q.Prefetch == 0:
 		q.Prefetch = min(q.MaxWorkers/4, 100)
 	case q.Prefetch == -1:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,8 +68,9 @@ type producer struct {
 	// signals freed (capacity 1).
 	freed            chan struct{}
 	atLimit, atSlots atomic.Bool
-	// shareWake asks the share loop to renew at once (capacity 1).
-	shareWake chan struct{}
+	// shareWake asks the share loop to renew at once, keyWake the key loop
+	// (capacity 1).
+	shareWake, keyWake chan struct{}
 
 	// workers counts the worker goroutines, at most MaxWorkers: one is started
 	// when a job starts and no worker is idle, and it lives until the producer
@@ -85,7 +87,7 @@ type producer struct {
 	// cfg is the queue's settings: Update changes MaxWorkers and Prefetch
 	// while the loop and the workers read them.
 	cfg      QueueConfig
-	buffer   []*lease.Job  // claimed, not started: the local prefetch
+	buffer   []buffered    // claimed, not started: the local prefetch
 	running  int           // handed to a worker, handler not returned
 	claiming bool          // false once Stop began: buffered jobs no longer start
 	idle     chan struct{} // closed when running falls to 0, if someone waits
@@ -96,18 +98,21 @@ type producer struct {
 	// garbage collector shrank at nearly every job.
 	idleWorkers   []chan *lease.Job
 	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
-	// share is the producer's share of its queue's global limit (share.go).
+	// share is the producer's share of its queue's global limit (share.go);
+	// keys its buckets of the queue's keys (keyshare.go).
 	share shareState
+	keys  keyState
 }
 
 func newProducer(deps producerDeps, queue string, cfg QueueConfig) *producer {
 	return &producer{
 		producerDeps: deps, queue: queue, cfg: cfg, wake: make(chan struct{}, 1), hints: make(chan struct{}, 1),
 		freed: make(chan struct{}, 1), claiming: true, loopDone: make(chan struct{}),
-		shareWake: make(chan struct{}, 1),
+		shareWake: make(chan struct{}, 1), keyWake: make(chan struct{}, 1),
 		// A queue declared with a global limit starts nothing before its
 		// first share is written (at once).
 		share: shareState{on: cfg.GlobalLimit > 0},
+		keys:  keyState{on: keyedOf(cfg), running: map[string]int{}, runningJob: map[*lease.Job]string{}},
 	}
 }
 
@@ -121,6 +126,7 @@ func (p *producer) start(parent context.Context, loops *sync.WaitGroup) {
 		defer cancel()
 		var share sync.WaitGroup
 		share.Go(func() { p.shareLoop(ctx) })
+		share.Go(func() { p.keyLoop(ctx) })
 		p.loop(ctx)
 		cancel()
 		share.Wait()
@@ -146,9 +152,14 @@ func (p *producer) setConfig(cfg QueueConfig) {
 		p.idleWorkers = p.idleWorkers[1:]
 	}
 	p.startBufferedLocked()
+	giveBack := p.takeGiveBackLocked()
 	p.mu.Unlock()
+	p.giveBack(giveBack)
 	if cfg.GlobalLimit > 0 {
 		p.wantShare() // the limit is stored: keep within a share of it
+	}
+	if keyedOf(cfg) {
+		p.wantKeys()
 	}
 	p.poke()
 }
@@ -286,6 +297,9 @@ func (p *producer) loop(ctx context.Context) {
 		if lim.Share {
 			p.wantShare()
 		}
+		if lim.KeyShare {
+			p.wantKeys()
+		}
 		p.atLimit.Store(lim.Limited)
 		p.atSlots.Store(lim.Limited && lim.Wait == 0)
 		wait := p.pollInterval
@@ -314,11 +328,25 @@ func (p *producer) loop(ctx context.Context) {
 func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err error) {
 	p.mu.Lock()
 	p.startBufferedLocked()
+	giveBack := p.takeGiveBackLocked()
+	// A claim as the holder of buckets of the queue's keys prefetches; a
+	// counted claim of a queue limited per key does not: a prefetched job
+	// would hold its key's slot while it waited.
+	buckets := p.heldBucketsLocked()
+	prefetch := p.cfg.Prefetch
+	if len(buckets) == 0 && (p.cfg.KeyLimit.Limit > 0 || p.keys.limit > 0) {
+		prefetch = 0
+	}
 	room := 0
 	if most := p.maxRunningLocked(); most > 0 {
-		room = most + p.cfg.Prefetch - p.running - len(p.buffer)
+		room = most + prefetch - p.running - len(p.buffer)
+	}
+	var skip []string
+	if len(buckets) > 0 {
+		skip = p.skipKeysLocked()
 	}
 	p.mu.Unlock()
+	p.giveBack(giveBack)
 	if room <= 0 || p.backlogFull() {
 		return 0, false, lim, nil // a freed slot, or room in the backlog, pokes
 	}
@@ -332,6 +360,7 @@ func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err er
 	sent := time.Now()
 	rows, lim, err := p.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
 		Queue: p.queue, Max: room, ClientID: p.clientID, LeaseDuration: p.leaseDuration,
+		KeyBuckets: buckets, SkipKeys: skip,
 	})
 	p.claims.Add(1)
 	if err != nil {
@@ -351,7 +380,13 @@ func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err er
 	p.leases.Add(jobs)
 
 	p.mu.Lock()
-	p.buffer = append(p.buffer, jobs...)
+	for i, j := range jobs {
+		b := buffered{job: j, bucket: -1}
+		if lim.Owned {
+			b.key, b.bucket = lim.Keys[i], weirdriver.KeyBucket(lim.Keys[i])
+		}
+		p.buffer = append(p.buffer, b)
+	}
 	if !p.claiming {
 		// Stop began while the claim was in flight: give these back too.
 		p.mu.Unlock()
@@ -359,21 +394,41 @@ func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err er
 		return len(rows), false, lim, nil
 	}
 	p.startBufferedLocked()
+	giveBack = p.takeGiveBackLocked()
 	p.mu.Unlock()
+	p.giveBack(giveBack)
 	return len(rows), len(rows) == room, lim, nil
 }
 
-// startBufferedLocked starts buffered jobs while workers are free. p.mu is held.
+// startBufferedLocked starts buffered jobs while workers are free, in claim
+// order, passing over jobs claimed as key holder whose key runs its limit
+// here, and moving those of buckets let go to giveBack. p.mu is held.
 func (p *producer) startBufferedLocked() {
 	if !p.claiming {
 		return
 	}
-	for len(p.buffer) > 0 && p.running < p.maxRunningLocked() {
-		j := p.buffer[0]
-		p.buffer[0] = nil
-		p.buffer = p.buffer[1:]
+	most := p.maxRunningLocked()
+	now := time.Now()
+	for i := 0; i < len(p.buffer) && p.running < most; {
+		b := p.buffer[i]
+		start, giveBack := p.mayStartLocked(b, now)
+		if !start {
+			if giveBack {
+				p.buffer = slices.Delete(p.buffer, i, i+1)
+				p.keys.giveBack = append(p.keys.giveBack, b.job)
+				continue
+			}
+			i++
+			continue
+		}
+		p.buffer = slices.Delete(p.buffer, i, i+1)
+		j := b.job
 		if !p.leases.MarkRunning(j, p.base) {
 			continue // the lease was lost while the job waited
+		}
+		if b.bucket >= 0 {
+			p.keys.running[b.key]++
+			p.keys.runningJob[j] = b.key
 		}
 		p.running++
 		if n := len(p.idleWorkers); n > 0 {
@@ -395,6 +450,12 @@ func (p *producer) work(j *lease.Job) {
 		p.run(j)
 		p.mu.Lock()
 		p.running--
+		if key, ok := p.keys.runningJob[j]; ok {
+			delete(p.keys.runningJob, j)
+			if p.keys.running[key]--; p.keys.running[key] == 0 {
+				delete(p.keys.running, key)
+			}
+		}
 		if p.running == 0 && p.idle != nil {
 			close(p.idle)
 			p.idle = nil
@@ -410,7 +471,9 @@ func (p *producer) work(j *lease.Job) {
 			p.idleWorkers = append(p.idleWorkers, inbox)
 		}
 		p.startBufferedLocked()
+		giveBack := p.takeGiveBackLocked()
 		p.mu.Unlock()
+		p.giveBack(giveBack)
 		p.poke()
 		if excess {
 			return
@@ -548,13 +611,11 @@ func (p *producer) stopClaiming() {
 // spending an attempt, through the completer.
 func (p *producer) releaseBuffered() {
 	p.mu.Lock()
-	buffered := p.buffer
+	jobs := p.takeGiveBackLocked()
+	for _, b := range p.buffer {
+		jobs = append(jobs, b.job)
+	}
 	p.buffer = nil
 	p.mu.Unlock()
-	for _, j := range buffered {
-		p.leases.MarkReturned(j) // it never ran; mark it finalizing
-		p.submit(&completer.Finalization{Job: j, Params: weirdriver.JobFinalizeParams{
-			ID: j.Row.ID, LeaseToken: j.Token, Outcome: weirdriver.OutcomeReturn,
-		}, Prefetched: true})
-	}
+	p.giveBack(jobs)
 }

@@ -396,6 +396,7 @@ func (e *engine) retire(ctx context.Context, p *producer) error {
 	}
 	p.workers.Wait() // as in Stop: each worker ends once its handler returned
 	p.giveUpShare(ctx)
+	p.giveUpKeys(ctx)
 	e.queuesMu.Lock()
 	delete(e.removing, p)
 	e.queuesMu.Unlock()

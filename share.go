@@ -125,7 +125,9 @@ func (p *producer) renewShare(ctx context.Context) time.Duration {
 	}
 	p.startBufferedLocked()
 	grew := p.maxRunningLocked() > before
+	giveBack := p.takeGiveBackLocked()
 	p.mu.Unlock()
+	p.giveBack(giveBack)
 	if grew {
 		p.poke() // room to claim into; an unchanged share claims nothing more
 	}

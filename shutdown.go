@@ -118,6 +118,7 @@ func (e *engine) shutdown(ctx context.Context, hard bool) error {
 	// keeps its share until its lease ends.
 	for _, p := range producers {
 		p.giveUpShare(ctx)
+		p.giveUpKeys(ctx)
 	}
 
 	// 5. Drain every finalization before stopping what keeps leases alive.

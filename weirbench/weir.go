@@ -137,7 +137,10 @@ func (s *weirSystem) Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error) 
 			q.GlobalLimit = cfg.GlobalLimit
 		}
 		if cfg.KeyLimit > 0 {
-			q.KeyLimit, q.Prefetch = weir.KeyLimit{Key: "args.key", Limit: cfg.KeyLimit}, -1
+			// The same prefetch: a client holding buckets of the queue's
+			// keys keeps each key within its limit itself, and a job
+			// waiting in its buffer holds no slot (docs/flow-control.md).
+			q.KeyLimit = weir.KeyLimit{Key: "args.key", Limit: cfg.KeyLimit}
 		}
 		wcfg.Queues = map[string]weir.QueueConfig{weir.DefaultQueue: q}
 	}

@@ -41,7 +41,7 @@ func CheckClaim(p *JobClaimParams) error {
 	case p.LeaseDuration < time.Microsecond:
 		return fmt.Errorf("lease duration %v is less than 1µs", p.LeaseDuration)
 	}
-	return nil
+	return checkBuckets("key buckets", p.KeyBuckets)
 }
 
 // CheckQueueShare checks a request for a share of a queue's global limit.
@@ -60,6 +60,35 @@ func CheckQueueShare(p *QueueShareParams) error {
 		return fmt.Errorf("want 0 gives the share up, which keep %d forbids: a client gives it up only when none of its slots is in use", p.Keep)
 	case p.Lease < time.Millisecond:
 		return fmt.Errorf("lease %v is less than 1ms", p.Lease)
+	}
+	return nil
+}
+
+// CheckKeyShare checks a request about a client's buckets of a queue's keys.
+func CheckKeyShare(p *KeyShareParams) error {
+	if err := checkQueueName(p.Queue); err != nil {
+		return err
+	}
+	if p.ClientID == "" {
+		return fmt.Errorf("client id is empty")
+	}
+	if p.Lease < time.Millisecond {
+		return fmt.Errorf("lease %v is less than 1ms", p.Lease)
+	}
+	return checkBuckets("release", p.Release)
+}
+
+// checkBuckets checks that buckets are distinct buckets of KeyBuckets.
+func checkBuckets(what string, buckets []int) error {
+	var seen [KeyBuckets]bool
+	for _, b := range buckets {
+		if b < 0 || b >= KeyBuckets {
+			return fmt.Errorf("%s: bucket %d is out of range 0 to %d", what, b, KeyBuckets-1)
+		}
+		if seen[b] {
+			return fmt.Errorf("%s: bucket %d is named twice", what, b)
+		}
+		seen[b] = true
 	}
 	return nil
 }

@@ -258,6 +258,17 @@ type Executor interface {
 	// most QueueShare.Fair of its handlers at once; a queue without a global
 	// limit keeps no share (Limit 0).
 	QueueShare(ctx context.Context, params *QueueShareParams) (QueueShare, error)
+	// KeyShare renews, takes or gives up (GiveUp) the client's buckets of a
+	// queue's keys, in one transaction under the lock the queue's limited
+	// claims take: it deletes the buckets whose lease ran out and those the
+	// client releases, renews the client's others for params.Lease, and,
+	// while it holds fewer than its even part of KeyBuckets among the
+	// clients that ask, takes free buckets none of whose jobs runs. A claim
+	// naming held buckets (JobClaimParams.KeyBuckets) is not counted against
+	// the limit per key; counted claims pass over held buckets' jobs. A
+	// driver that does not share keys, or a queue whose keys cannot be held,
+	// answers Limit 0 and holds nothing.
+	KeyShare(ctx context.Context, params *KeyShareParams) (KeyShare, error)
 	// JobClaimID leases job params.ID if it is scheduled, available or retryable,
 	// whatever its due time, whether its queue is paused and its global limit, and returns it
 	// running. A job that is running or final is returned unchanged, with false;

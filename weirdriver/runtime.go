@@ -3,6 +3,7 @@ package weirdriver
 import (
 	"cmp"
 	"context"
+	"crypto/md5"
 	"encoding/json"
 	"slices"
 	"time"
@@ -21,6 +22,14 @@ type JobClaimParams struct {
 	// LeaseDuration is how long the leases last, from the database's now(); at
 	// least one microsecond.
 	LeaseDuration time.Duration
+	// KeyBuckets are the buckets of the queue's keys that the client holds
+	// (KeyShare): of those the database still holds for it, it claims the
+	// jobs as their holder, without the limit per key's count, and keeps each
+	// key within the limit itself (ClaimLimit.Owned). Empty: a counted claim.
+	KeyBuckets []int
+	// SkipKeys are keys a claim as holder passes over: those of which the
+	// client holds KeyDepth jobs waiting to start, or more.
+	SkipKeys []string
 }
 
 // ClaimLimit says whether a queue's limits cut a claim short. The zero value:
@@ -38,6 +47,65 @@ type ClaimLimit struct {
 	// holds a share claims without them, and runs at most its share's
 	// handlers at once.
 	Share bool
+	// KeyShare is set when the queue's keys may be held (it has a limit per
+	// key and no rate limit) and the claim was counted because the client
+	// holds none of them: it may ask to (KeyShare).
+	KeyShare bool
+	// Owned is set when the client claimed as the holder of buckets of the
+	// queue's keys: then Keys holds each returned job's key, in order, and no
+	// job was counted against the limit per key: the client starts a job
+	// only while fewer than the limit of its key run.
+	Owned bool
+	Keys  []string
+}
+
+// KeyDepth is how many jobs of one key a client holding its bucket may hold
+// waiting in its buffer, under a limit per key of limit: a claim as holder
+// takes at most this many of a key, and passes over the keys of which the
+// client holds this many waiting. The jobs beyond the limit wait there, each
+// starting as soon as the key's slot frees, without a round trip.
+func KeyDepth(limit int) int { return limit + 3 }
+
+// KeyBuckets is how many buckets a queue's keys fall into for KeyShare.
+const KeyBuckets = 64
+
+// KeyBucket is the bucket of key: the first byte of its MD5 sum, modulo
+// KeyBuckets, as the database computes it (weir_key_bucket).
+func KeyBucket(key string) int {
+	sum := md5.Sum([]byte(key))
+	return int(sum[0]) % KeyBuckets
+}
+
+// KeyShareParams renew, take or give up a client's buckets of a queue's
+// keys.
+type KeyShareParams struct {
+	Queue, ClientID string
+	// Release are buckets the client lets go: it starts none of their jobs
+	// from now on.
+	Release []int
+	// GiveUp lets go of every bucket and stops asking for any.
+	GiveUp bool
+	// Lease is how long the buckets are held, from the database's now(),
+	// unless renewed; at least a millisecond.
+	Lease time.Duration
+}
+
+// KeyShare is what a client holds of a queue's keys.
+type KeyShare struct {
+	// Limit is the queue's limit per key; 0 when its keys cannot be held (it
+	// has no limit per key, or a rate limit of its own or per key): then
+	// the client holds no bucket and claims counted.
+	Limit int
+	// Key is the field the keys are read from ("args.customer_id"): when it
+	// changes, the buckets held are dropped.
+	Key string
+	// Held are the buckets the client holds, ascending; Target is how many
+	// it should hold: its even part of KeyBuckets among the clients that ask
+	// (FairShare). A client holding more lets the rest go; one holding fewer
+	// gets more as buckets come free: a bucket is taken only while none of
+	// its jobs runs.
+	Held   []int
+	Target int
 }
 
 // QueueShareParams ask for a client's share of a queue's global limit: how

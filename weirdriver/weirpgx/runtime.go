@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,24 +30,43 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 	if err := weirdriver.CheckClaim(p); err != nil {
 		return nil, lim, fmt.Errorf("claim jobs: %w", err)
 	}
-	r, err := e.db.Query(ctx, e.q.jobClaim, p.Queue, p.Max, p.LeaseDuration.Microseconds(), p.ClientID)
+	buckets := make([]int32, len(p.KeyBuckets))
+	for i, b := range p.KeyBuckets {
+		buckets[i] = int32(b)
+	}
+	r, err := e.db.Query(ctx, e.q.jobClaim, p.Queue, p.Max, p.LeaseDuration.Microseconds(), p.ClientID,
+		buckets, p.SkipKeys)
 	if err != nil {
 		return nil, lim, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer r.Close()
-	var jobs []*weirtype.JobRow
-	sc := newJobScanner()
+	var (
+		jobs []*weirtype.JobRow
+		keys []string
+		key  *string
+	)
+	sc := newJobScanner(&key)
 	for r.Next() {
-		// The row without an id after the jobs says a limit cut the claim,
-		// and when the rate limit admits the next job.
+		// The row without an id after the jobs says whether a limit cut the
+		// claim, when the rate limit admits the next job, and what else the
+		// client should know (its kind's words).
 		if raw := r.RawValues(); len(raw) > 0 && raw[0] == nil {
-			lim.Limited = true
 			vals, err := r.Values()
 			if err != nil {
 				return nil, lim, fmt.Errorf("claim jobs: %w", err)
 			}
-			if kind, _ := vals[colKind].(string); kind == "share" {
-				lim.Share = true
+			kind, _ := vals[colKind].(string)
+			for _, word := range strings.Fields(kind) {
+				switch word {
+				case "capped":
+					lim.Limited = true
+				case "share":
+					lim.Share = true
+				case "owned":
+					lim.Owned = true
+				case "keys":
+					lim.KeyShare = true
+				}
 			}
 			due, dueOK := vals[colScheduledAt].(time.Time)
 			at, atOK := vals[colAttemptedAt].(time.Time)
@@ -60,9 +80,18 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 			return nil, lim, fmt.Errorf("claim jobs: %w", err)
 		}
 		jobs = append(jobs, job)
+		if key != nil {
+			keys = append(keys, *key)
+		}
 	}
 	if err := r.Err(); err != nil {
 		return nil, lim, fmt.Errorf("claim jobs: %w", err)
+	}
+	if lim.Owned {
+		if len(keys) != len(jobs) {
+			return nil, lim, fmt.Errorf("claim jobs: %d jobs claimed as key holder came with %d keys", len(jobs), len(keys))
+		}
+		lim.Keys = keys
 	}
 	return jobs, lim, nil
 }

@@ -38,8 +38,14 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // claimed jobs' jobColumns in claim order, then, when a limit cut the claim
 // short, a row whose id is NULL, attempted_at the claim's time and
 // scheduled_at, when the rate limit cut it, the time the next start is due.
+// With $5, the buckets of the queue's keys the client holds, it claims as
+// their holder, skipping the keys $6 (migration 016), and each job comes with
+// its key; the row after the jobs then comes after every claim, its kind the
+// words of what it says (capped, share, owned, keys).
 const jobClaimSQL = `
-SELECT {cols} FROM {ready_claim}($1, $2, $3, $4) ORDER BY priority, scheduled_at, id`
+SELECT {cols}, CASE WHEN c.id IS NOT NULL AND cardinality($5::integer[]) > 0 THEN
+	(SELECT {job_key}(p.key_source, p.key_path, c.args, c.metadata) FROM {queue} p WHERE p.name = $1) END
+FROM {ready_claim}($1, $2, $3, $4, $5, $6, false) AS c ORDER BY priority, scheduled_at, id`
 
 // jobClaimIDSQL leases job $1 for $2 µs to client $3 as jobClaimSQL does, if it
 // is scheduled, available or retryable.
@@ -305,6 +311,7 @@ type runtimeQueries struct {
 	shareRead      string
 	shareWrite     string
 	shareDrop      string
+	keyShare       keyShareQueries
 }
 
 // newRuntimeQueries fills the runtime's statements with fill (filler).
@@ -330,5 +337,6 @@ func newRuntimeQueries(fill func(string) string) runtimeQueries {
 		shareRead:      fill(queueShareReadSQL),
 		shareWrite:     fill(queueShareWriteSQL),
 		shareDrop:      fill(queueShareDropSQL),
+		keyShare:       newKeyShareQueries(fill),
 	}
 }

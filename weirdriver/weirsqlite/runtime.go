@@ -621,3 +621,14 @@ func (e *executor) QueueShare(ctx context.Context, p *weirdriver.QueueShareParam
 	}
 	return share, nil
 }
+
+// KeyShare holds no bucket of any queue's keys: on SQLite every claim of a
+// queue limited per key is counted, in the file's single write transaction,
+// which is where the shares of keys would save PostgreSQL its lock
+// (weirdriver.Executor). It checks the request and answers Limit 0.
+func (e *executor) KeyShare(_ context.Context, p *weirdriver.KeyShareParams) (weirdriver.KeyShare, error) {
+	if err := weirdriver.CheckKeyShare(p); err != nil {
+		return weirdriver.KeyShare{}, fmt.Errorf("keys of queue %q: %w", p.Queue, err)
+	}
+	return weirdriver.KeyShare{}, nil
+}

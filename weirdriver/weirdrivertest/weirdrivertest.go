@@ -35,6 +35,10 @@ type Options struct {
 	// transaction mode. The statements that send notifications still run in
 	// the other checks.
 	NoListen bool
+	// NoKeyShares says that the driver holds no buckets of a queue's keys
+	// (KeyShare answers Limit 0): every claim of a queue limited per key is
+	// counted.
+	NoKeyShares bool
 }
 
 // needsListen names the checks that listen for notifications.
@@ -74,6 +78,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"GlobalLimitConcurrent", testGlobalLimitConcurrent},
 		{"GlobalLimitRejectsBadInput", testGlobalLimitRejectsBadInput},
 		{"QueueShare", testQueueShare},
+		{"KeyShare", func(t *testing.T, d weirdriver.Driver) { testKeyShare(t, d, opts) }},
 		{"RateLimit", testRateLimit},
 		{"KeyLimit", testKeyLimit},
 		{"KeyLimitConcurrent", testKeyLimitConcurrent},

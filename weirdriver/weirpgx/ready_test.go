@@ -412,7 +412,7 @@ func TestReadyPickKeepsIndexOrder(t *testing.T) {
 
 	var config []string
 	if err := pool.QueryRow(ctx, `SELECT proconfig FROM pg_proc WHERE oid = $1::regprocedure`,
-		pgx.Identifier{schema, "weir_ready_claim"}.Sanitize()+"(text, integer, bigint, text)").Scan(&config); err != nil {
+		pgx.Identifier{schema, "weir_ready_claim"}.Sanitize()+"(text, integer, bigint, text, integer[], text[], boolean)").Scan(&config); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"enable_sort=off", "enable_bitmapscan=off", "enable_hashjoin=off", "enable_mergejoin=off", "enable_seqscan=off"} {

@@ -55,7 +55,7 @@ func setup(t *testing.T) weirdriver.Driver { return newDB(t) }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	weirdrivertest.Run(t, setup)
+	weirdrivertest.RunWith(t, setup, weirdrivertest.Options{NoKeyShares: true})
 }
 
 func testCtx(t testing.TB) context.Context {

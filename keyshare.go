@@ -29,8 +29,11 @@ const keyGrow = 50 * time.Millisecond
 // it.
 type keyState struct {
 	// on is set while the client asks for buckets: its queue has a limit
-	// per key and no rate limit, as far as it knows.
-	on bool
+	// per key and no rate limit, as far as it knows; tried once it has asked
+	// (the producer claims nothing before: a counted claim of a queue whose
+	// buckets it is about to hold would take turns with the others' for
+	// nothing).
+	on, tried bool
 	// limit is the most handlers of one key; key the field keys are read
 	// from, as the database last said.
 	limit int
@@ -166,11 +169,20 @@ func (p *producer) renewKeys(ctx context.Context) time.Duration {
 			p.limited.log(slog.LevelError, "weir: renew the buckets of a queue's keys", p.queue,
 				slog.String("queue", p.queue), slog.Any("error", err))
 		}
+		p.mu.Lock()
+		first := !p.keys.tried
+		p.keys.tried = true // claim counted meanwhile
+		p.mu.Unlock()
+		if first {
+			p.poke()
+		}
 		return shareRetry
 	}
 	p.mu.Lock()
+	first := !p.keys.tried
+	p.keys.tried = true
 	p.keys.release = slices.DeleteFunc(p.keys.release, func(b int) bool { return slices.Contains(release, b) })
-	grew := false
+	grew := first
 	if s.Limit == 0 {
 		// The queue's keys cannot be held (no limit per key, or a rate
 		// limit): every claim is counted.

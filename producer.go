@@ -338,7 +338,7 @@ func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err er
 		prefetch = 0
 	}
 	room := 0
-	if most := p.maxRunningLocked(); most > 0 {
+	if most := p.maxRunningLocked(); most > 0 && (!p.keys.on || p.keys.tried) {
 		room = most + prefetch - p.running - len(p.buffer)
 	}
 	var skip []string

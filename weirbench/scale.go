@@ -200,7 +200,14 @@ type drainLimits struct {
 // at once under limits, and returns the throughput as the figure named name
 // (short on plots).
 func (b *bench) procsDrain(ctx context.Context, sys System, n, jobs int, limits drainLimits, name, short string) ([]result, error) {
-	if err := b.withClient(ctx, sys, ClientConfig{Keys: limits.keys}, func(c Client) error { return b.insertAll(ctx, c, jobs) }); err != nil {
+	if err := b.withClient(ctx, sys, ClientConfig{Keys: limits.keys}, func(c Client) error {
+		if ls, ok := c.(LimitSetter); ok {
+			if err := ls.SetLimits(ctx, limits.global, limits.key); err != nil {
+				return err
+			}
+		}
+		return b.insertAll(ctx, c, jobs)
+	}); err != nil {
 		return nil, err
 	}
 	if err := execSQL(ctx, b.admin, "VACUUM ANALYZE "+sys.JobTable()); err != nil {

@@ -117,6 +117,15 @@ type GlobalLimiter interface {
 	GlobalLimits() bool
 }
 
+// LimitSetter is implemented by a Client that stores W6's limits (a global
+// limit, a limit per key of NoopArgs.Key) on the queue before its jobs are
+// inserted, as a running system holds them before its jobs arrive. Declared
+// only by the working clients' Start, a limit per key would make the first
+// of them rewrite the key hint of every waiting job inside the timed drain.
+type LimitSetter interface {
+	SetLimits(ctx context.Context, global, key int) error
+}
+
 // A Client inserts NoopArgs jobs and works them with a handler that does
 // nothing but call ClientConfig.OnStart. A client that implements fmt.Stringer
 // has its String printed after each run that worked jobs (weir's is its Stats).

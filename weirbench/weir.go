@@ -66,10 +66,15 @@ func (s *weirSystem) RowInsert() string {
 	return "INSERT INTO " + s.JobTable() + ` (queue, kind, args, max_attempts) VALUES ('default', 'noop', '{"seq": 0}', 25)`
 }
 
-// ResetTables adds the ready list, which holds a row per available job, and
-// the queue settings, which hold W6's global limit, to what each run empties.
+// ResetTables adds the ready list, which holds a row per available job, the
+// queue settings, which hold W6's limits, and the shares of them that the
+// last run's processes held, to what each run empties.
 func (s *weirSystem) ResetTables() []string {
-	return []string{pgx.Identifier{s.cfg.Schema, "weir_ready"}.Sanitize(), pgx.Identifier{s.cfg.Schema, "weir_queue"}.Sanitize()}
+	var tables []string
+	for _, t := range []string{"weir_ready", "weir_queue", "weir_queue_share", "weir_key_share", "weir_key_holder"} {
+		tables = append(tables, pgx.Identifier{s.cfg.Schema, t}.Sanitize())
+	}
+	return tables
 }
 
 // defaultWorkers is the number of handlers of Latency and Defaults; weir has
@@ -185,6 +190,20 @@ func (w *weirClient) InsertMany(ctx context.Context, first int64, n int) error {
 	}
 	_, err := w.c.InsertMany(ctx, params)
 	return err
+}
+
+// SetLimits stores W6's limits on the queue, as a running system holds them
+// before its jobs arrive (LimitSetter).
+func (w *weirClient) SetLimits(ctx context.Context, global, key int) error {
+	if global > 0 {
+		if err := w.c.QueueSetGlobalLimit(ctx, weir.DefaultQueue, global); err != nil {
+			return err
+		}
+	}
+	if key > 0 {
+		return w.c.QueueSetKeyLimit(ctx, weir.DefaultQueue, weir.KeyLimit{Key: "args.key", Limit: key})
+	}
+	return nil
 }
 
 func (w *weirClient) Insert(ctx context.Context, seq int64) error {

@@ -43,9 +43,10 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // its key; the row after the jobs then comes after every claim, its kind the
 // words of what it says (capped, share, owned, keys).
 const jobClaimSQL = `
-SELECT {cols}, CASE WHEN c.id IS NOT NULL AND cardinality($5::integer[]) > 0 THEN
-	(SELECT {job_key}(p.key_source, p.key_path, c.args, c.metadata) FROM {queue} p WHERE p.name = $1) END
-FROM {ready_claim}($1, $2, $3, $4, $5, $6, false) AS c ORDER BY priority, scheduled_at, id`
+SELECT {cols}, CASE WHEN c.id IS NOT NULL AND cardinality($5::integer[]) > 0 THEN {job_key}(p.src, p.path, c.args, c.metadata) END
+FROM {ready_claim}($1, $2, $3, $4, $5, $6, false) AS c
+	LEFT JOIN (SELECT q.key_source AS src, q.key_path AS path FROM {queue} q WHERE q.name = $1) p ON true
+ORDER BY c.priority, c.scheduled_at, c.id`
 
 // jobClaimIDSQL leases job $1 for $2 µs to client $3 as jobClaimSQL does, if it
 // is scheduled, available or retryable.

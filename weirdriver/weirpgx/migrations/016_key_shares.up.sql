@@ -320,10 +320,10 @@ BEGIN
         -- is no longer available is a stale hint.
         picked AS MATERIALIZED (
             SELECT c.part, c.row_id, c.job_id, j.id IS NOT NULL AS available,
-                j.id IS NOT NULL AND weir_key_bucket(weir_job_key(key_src, key_path, j.args, j.metadata)) = ANY(mine)
-                    AND NOT weir_job_key(key_src, key_path, j.args, j.metadata) = ANY(skip) AS taken
+                j.id IS NOT NULL AND weir_key_bucket(jk.k) = ANY(mine) AND NOT jk.k = ANY(skip) AS taken
             FROM c LEFT JOIN weir_job j ON j.id = c.job_id
-                AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END
+                AND CASE WHEN j.state = 'available' AND j.queue = q AND j.scheduled_at <= now() THEN true ELSE false END,
+            LATERAL (SELECT weir_job_key(key_src, key_path, j.args, j.metadata) AS k) jk
         ),
         dropped AS (
             DELETE FROM weir_ready r USING picked d

@@ -185,12 +185,15 @@ func (p *producer) renewKeys(ctx context.Context) time.Duration {
 	grew := first
 	if s.Limit == 0 {
 		// The queue's keys cannot be held (no limit per key, or a rate
-		// limit): every claim is counted.
-		p.dropKeysLocked()
+		// limit): the database dropped every bucket, and every claim is
+		// counted.
+		p.forgetKeysLocked()
 		p.keys.on = false
 	} else {
 		if s.Key != p.keys.key {
-			p.dropKeysLocked() // re-keyed: the database dropped the buckets of the old keys
+			// Re-keyed: the database dropped the buckets of the old keys (the
+			// answer holds those taken since).
+			p.forgetKeysLocked()
 		}
 		p.keys.limit, p.keys.key, p.keys.target = s.Limit, s.Key, s.Target
 		var held [weirdriver.KeyBuckets]bool
@@ -236,6 +239,14 @@ func (p *producer) dropKeysLocked() {
 		}
 	}
 	p.keys.held, p.keys.nheld = [weirdriver.KeyBuckets]bool{}, 0
+}
+
+// forgetKeysLocked lets every bucket go here that the database no longer
+// holds: nothing is left to release, and a release sent later could delete a
+// bucket taken again meanwhile. p.mu is held.
+func (p *producer) forgetKeysLocked() {
+	p.keys.held, p.keys.nheld = [weirdriver.KeyBuckets]bool{}, 0
+	p.keys.release = nil
 }
 
 // takeGiveBackLocked returns the jobs to give back and forgets them. p.mu is

@@ -270,3 +270,93 @@ func TestKeyRateLimitClients(t *testing.T) {
 	}
 	t.Logf("%d jobs of each customer under %s a customer: %v", each, rate, spans)
 }
+
+// TestKeySharesMove: the buckets of a queue's keys move between clients
+// while they work. Client A starts alone and holds every bucket, its
+// handlers held at a gate, one job of each of 8 keys; B and C join, and A
+// lets two thirds of the buckets go (giving back the buffered jobs of those):
+// B and C take the free ones, but not those of the 8 keys whose jobs still
+// run in A, and work the other keys. Then the gate opens, A stops mid-drain
+// and gives the rest up, which B and C take. Through every move no key has
+// more than its limit of 1 running at once, every job completes once, and
+// none spends an attempt it did not run (jobs given back keep theirs). With
+// a bucket taken while a job of its keys runs, a key runs twice at once.
+func TestKeySharesMove(t *testing.T) {
+	t.Parallel()
+	const keys, each = 40, 25
+	b := setup(t, nil)
+	var params []weir.InsertManyParams
+	for i := range keys * each {
+		params = append(params, weir.InsertManyParams{Args: probeArgs{Name: fmt.Sprintf("k%d", i%keys)}, InsertOpts: &weir.InsertOpts{Queue: "moving"}})
+	}
+	if _, err := b.client.InsertMany(testCtx(t), params); err != nil {
+		t.Fatal(err)
+	}
+	gauge := newKeyGauge()
+	gate := make(chan struct{})
+	work := func(ctx context.Context, job *weir.Job[probeArgs]) error {
+		gauge.enter(job.Args.Name)
+		defer gauge.leave(job.Args.Name)
+		if job.AttemptedBy == "move-a" {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		}
+		select { // a job's work, cut short at shutdown
+		case <-time.After(time.Millisecond):
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	held := func(holder string) int {
+		var n int
+		if err := b.pool.QueryRow(testCtx(t), "SELECT count(*) FROM "+b.schema+".weir_key_share WHERE queue = 'moving' AND holder = $1 AND expires_at > now()", holder).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	start := func(id string) *weir.Client {
+		cfg := fastConfig(probeWorkers(work), map[string]weir.QueueConfig{
+			"moving": {MaxWorkers: 8, KeyLimit: weir.KeyLimit{Key: "args.name", Limit: 1}},
+		})
+		cfg.ID = id
+		return b.startOwnPool(t, cfg)
+	}
+	a := start("move-a")
+	waitFor(t, time.Minute, "a to hold every bucket and run 8 jobs", func() bool {
+		return held("move-a") == weirdriver.KeyBuckets && b.count(t, "state = 'running' AND attempted_by = 'move-a'") >= 8
+	})
+	start("move-b")
+	start("move-c")
+	waitFor(t, time.Minute, "b and c to work the keys a let go", func() bool {
+		return held("move-a") <= 22 && held("move-b") > 0 && held("move-c") > 0 &&
+			b.count(t, "state = 'completed' AND attempted_by IN ('move-b', 'move-c')") >= 200
+	})
+	close(gate)
+	if err := a.Stop(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := held("move-a"); n != 0 {
+		t.Errorf("a holds %d buckets after Stop, want none", n)
+	}
+	waitFor(t, time.Minute, "b and c to hold every bucket", func() bool {
+		return held("move-b")+held("move-c") == weirdriver.KeyBuckets
+	})
+	waitFor(t, 2*time.Minute, "every job to complete", func() bool { return b.count(t, "state = 'completed'") == keys*each })
+	if n := b.count(t, "attempt <> 1"); n != 0 {
+		t.Errorf("%d jobs spent more than the attempt that ran them", n)
+	}
+	most, done := gauge.snapshot()
+	for key, n := range most {
+		if n > 1 {
+			t.Errorf("key %s had %d jobs running at once under a limit of 1", key, n)
+		}
+		if done[key] != each {
+			t.Errorf("key %s ran %d times, want %d", key, done[key], each)
+		}
+	}
+	if len(most) != keys {
+		t.Errorf("%d keys ran, want %d", len(most), keys)
+	}
+}

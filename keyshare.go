@@ -70,7 +70,7 @@ func keyedOf(cfg QueueConfig) bool {
 	return cfg.KeyLimit.Limit > 0 && cfg.KeyLimit.Rate == (RateLimit{}) && cfg.RateLimit == (RateLimit{})
 }
 
-// heldBuckets returns the buckets the client holds and trusts, ascending.
+// heldBucketsLocked returns the buckets the client holds and trusts, ascending.
 // p.mu is held.
 func (p *producer) heldBucketsLocked() []int {
 	if p.keys.nheld == 0 || !time.Now().Before(p.keys.until) {

@@ -129,27 +129,6 @@ func (p *producer) wantKeys() {
 	}
 }
 
-// keyLoop renews the client's buckets while it asks for them, until ctx ends
-// (the producer's loop ends with it).
-func (p *producer) keyLoop(ctx context.Context) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.keyWake:
-		case <-timer.C:
-		}
-		p.mu.Lock()
-		on := p.keys.on
-		p.mu.Unlock()
-		if on {
-			timer.Reset(p.renewKeys(ctx))
-		}
-	}
-}
-
 // renewKeys renews the client's buckets once, releasing those let go, and
 // returns when to renew next. When it holds more than its part, it lets the
 // rest go at once: their buffered jobs go back to the queue, and the bucket

@@ -125,8 +125,10 @@ func (p *producer) start(parent context.Context, loops *sync.WaitGroup) {
 		defer close(p.loopDone)
 		defer cancel()
 		var share sync.WaitGroup
-		share.Go(func() { p.shareLoop(ctx) })
-		share.Go(func() { p.keyLoop(ctx) })
+		// The share of a global limit while the queue has one; the buckets
+		// of its keys while it asks for them.
+		share.Go(func() { p.renewLoop(ctx, p.shareWake, func() bool { return p.share.on }, p.renewShare) })
+		share.Go(func() { p.renewLoop(ctx, p.keyWake, func() bool { return p.keys.on }, p.renewKeys) })
 		p.loop(ctx)
 		cancel()
 		share.Wait()

@@ -70,23 +70,24 @@ func (p *producer) wantShare() {
 	}
 }
 
-// shareLoop renews the share while the queue has a global limit, until ctx
-// ends (the producer's loop ends with it).
-func (p *producer) shareLoop(ctx context.Context) {
+// renewLoop calls renew while on reports true, at once and then when renew
+// says, or when wake is signalled, until ctx ends (the producer's loop ends
+// with it): the share loop and the key loop.
+func (p *producer) renewLoop(ctx context.Context, wake <-chan struct{}, on func() bool, renew func(context.Context) time.Duration) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.shareWake:
+		case <-wake:
 		case <-timer.C:
 		}
 		p.mu.Lock()
-		on := p.share.on
+		yes := on()
 		p.mu.Unlock()
-		if on {
-			timer.Reset(p.renewShare(ctx))
+		if yes {
+			timer.Reset(renew(ctx))
 		}
 	}
 }

@@ -243,9 +243,13 @@ type Executor interface {
 	// such claim of the queue ended, and no more than the rate limit admits;
 	// a claim by a client holding a live share is not counted against the
 	// global limit; with a limit per key (QueueSetKeyLimit), at most that
-	// limit less the running jobs of the key, for each key. The ClaimLimit
-	// says whether a limit cut this claim short,
-	// so that the queue may hold more due jobs than were returned.
+	// limit less the running jobs of the key, for each key, passing over the
+	// jobs of buckets of keys a client holds (KeyShare); a claim naming the
+	// buckets the client holds (params.KeyBuckets) takes their jobs without
+	// the lock or the count, at most KeyDepth of a key, and returns each
+	// job's key (ClaimLimit.Owned, Keys). The ClaimLimit says whether a limit
+	// cut this claim short, so that the queue may hold more due jobs than
+	// were returned.
 	JobClaim(ctx context.Context, params *JobClaimParams) ([]*weirtype.JobRow, ClaimLimit, error)
 	// QueueShare renews, takes or gives up (Want 0) the client's share of a
 	// queue's global limit, in one transaction under the lock the queue's

@@ -266,14 +266,18 @@ func causeName(cause error) string {
 	return "cancelled"
 }
 
-// retryAudit runs an audit statement, trying again twice when it fails while
-// ctx lasts: a connection the soak terminated fails once, and the pool then
-// opens another.
+// retryAudit runs an audit statement, trying again when it fails while ctx
+// lasts, up to 50 times, 20 ms apart growing to 100 ms: a connection the
+// soak terminated fails once, and a connection kill terminates every idle
+// connection of the pool at once, each of which then fails one try before
+// the pool opens a fresh one. A handler's end must be recorded: without it
+// the check counts the handler until its lease ended, which, under a limit
+// that counts handlers, is after the next job of its slot may have started.
 func retryAudit(ctx context.Context, stmt func(context.Context) error) error {
 	var err error
-	for try := range 3 {
+	for try := range 50 {
 		if try > 0 {
-			t := time.NewTimer(time.Duration(try) * 20 * time.Millisecond)
+			t := time.NewTimer(min(time.Duration(try)*20*time.Millisecond, 100*time.Millisecond))
 			select {
 			case <-ctx.Done():
 				t.Stop()

@@ -218,18 +218,6 @@ func (p *producer) renewKeys(ctx context.Context) time.Duration {
 	return next
 }
 
-// dropKeysLocked lets every bucket go here (the database dropped them, or
-// will at the next renewal): their buffered jobs go back to the queue.
-// p.mu is held.
-func (p *producer) dropKeysLocked() {
-	for b, h := range p.keys.held {
-		if h {
-			p.keys.release = append(p.keys.release, b)
-		}
-	}
-	p.keys.held, p.keys.nheld = [weirdriver.KeyBuckets]bool{}, 0
-}
-
 // forgetKeysLocked lets every bucket go here that the database no longer
 // holds: nothing is left to release, and a release sent later could delete a
 // bucket taken again meanwhile. p.mu is held.
@@ -263,7 +251,7 @@ func (p *producer) giveBack(jobs []*lease.Job) {
 func (p *producer) giveUpKeys(ctx context.Context) {
 	p.mu.Lock()
 	on := p.keys.on || p.keys.nheld > 0 || len(p.keys.release) > 0
-	p.dropKeysLocked()
+	p.forgetKeysLocked() // GiveUp deletes them all
 	p.keys.on = false
 	p.mu.Unlock()
 	if !on {

@@ -24,7 +24,8 @@ func keyShare(t *testing.T, d weirdriver.Driver, p weirdriver.KeyShareParams) we
 	return s
 }
 
-// claimOwned claims up to max jobs of queue as client, holder of buckets.
+// claimOwned claims up to max jobs of queue as client, naming buckets (none:
+// a counted claim), and returns the jobs' keys read from their args.
 func claimOwned(t *testing.T, d weirdriver.Driver, queue, client string, max int, buckets []int, skip []string) ([]string, weirdriver.ClaimLimit) {
 	t.Helper()
 	jobs, lim, err := d.Executor().JobClaim(ctx(t), &weirdriver.JobClaimParams{

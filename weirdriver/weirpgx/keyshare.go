@@ -2,6 +2,7 @@ package weirpgx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -95,7 +96,7 @@ func (e *executor) KeyShare(ctx context.Context, p *weirdriver.KeyShareParams) (
 			}
 		}
 		var limit *int32
-		if err := res.QueryRow().Scan(&limit, &share.Key); err != nil && err != pgx.ErrNoRows {
+		if err := res.QueryRow().Scan(&limit, &share.Key); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			res.Close()
 			return err
 		}

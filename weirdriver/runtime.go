@@ -373,6 +373,9 @@ type ReadyCompactResult struct {
 	// Busy counts the segments due for compaction that another transaction
 	// held locked.
 	Busy int
+	// Crowded counts the segments due by their statistics that held more
+	// live rows than the statistics said, left as they were.
+	Crowded int
 	// Repaired counts the rows added for available jobs that had none.
 	Repaired int
 }

@@ -208,3 +208,56 @@ func testKeyShare(t *testing.T, d weirdriver.Driver, opts Options) {
 		t.Fatalf("claim of a queue without limits naming buckets: %+v, want a plain claim", lim)
 	}
 }
+
+// testKeyShareMovedKey: a job whose key changed after it became available
+// (its metadata updated; the key is a metadata field) is claimed by the
+// holder of its key's bucket, not by the holder of the bucket its old key
+// was in, and is not lost between them.
+func testKeyShareMovedKey(t *testing.T, d weirdriver.Driver, opts Options) {
+	if opts.NoKeyShares {
+		t.Skip("the driver holds no buckets of keys")
+	}
+	const q = "keymoved"
+	// Two keys, one in each half of the buckets.
+	var low, high string
+	for i := 0; low == "" || high == ""; i++ {
+		k := fmt.Sprintf("t%d", i)
+		if weirdriver.KeyBucket(k) < 32 && low == "" {
+			low = k
+		} else if weirdriver.KeyBucket(k) >= 32 && high == "" {
+			high = k
+		}
+	}
+	setKeyLimit(t, d, q, "metadata.tenant", 1)
+	p := params("k", q, `{}`)
+	p.Metadata = json.RawMessage(fmt.Sprintf(`{"tenant": %q}`, low))
+	job := insertOne(t, d, p)
+
+	// a holds 0..31 (low's bucket), b 32..63 (high's).
+	keyShare(t, d, weirdriver.KeyShareParams{Queue: q, ClientID: "a"})
+	keyShare(t, d, weirdriver.KeyShareParams{Queue: q, ClientID: "b"})
+	if a := keyShare(t, d, weirdriver.KeyShareParams{Queue: q, ClientID: "a", Release: span(32, 64)}); !slices.Equal(a.Held, span(0, 32)) {
+		t.Fatalf("a holds %v, want 0..31", a.Held)
+	}
+	if b := keyShare(t, d, weirdriver.KeyShareParams{Queue: q, ClientID: "b"}); !slices.Equal(b.Held, span(32, 64)) {
+		t.Fatalf("b holds %v, want 32..63", b.Held)
+	}
+
+	if _, err := d.Executor().JobUpdate(ctx(t), job.ID, &weirdriver.JobUpdateParams{
+		Metadata: json.RawMessage(fmt.Sprintf(`{"tenant": %q}`, high)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, lim, err := d.Executor().JobClaim(ctx(t), &weirdriver.JobClaimParams{
+		Queue: q, Max: 10, ClientID: "a", LeaseDuration: time.Minute, KeyBuckets: span(0, 32),
+	})
+	if err != nil || !lim.Owned || len(jobs) != 0 {
+		t.Fatalf("claim by the holder of the old key's bucket: %d jobs, %+v, %v; want none, owned", len(jobs), lim, err)
+	}
+	jobs, lim, err = d.Executor().JobClaim(ctx(t), &weirdriver.JobClaimParams{
+		Queue: q, Max: 10, ClientID: "b", LeaseDuration: time.Minute, KeyBuckets: span(32, 64),
+	})
+	if err != nil || !lim.Owned || len(jobs) != 1 || jobs[0].ID != job.ID || !slices.Equal(lim.Keys, []string{high}) {
+		t.Fatalf("claim by the holder of the new key's bucket: %d jobs, %+v, %v; want job %d of key %s", len(jobs), lim, err, job.ID, high)
+	}
+}

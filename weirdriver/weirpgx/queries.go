@@ -277,7 +277,8 @@ type queries struct {
 	queueSetKey    string
 
 	readySegments string
-	readyMove     string // {segment}: the segment's table, qualified
+	readyLive     string // {segment}: the segment's table, qualified
+	readyMove     string // the same
 	readyRepair   string
 
 	// QueueListEstimated's (dashboard.go).
@@ -322,6 +323,7 @@ func newQueries(schema string) *queries {
 		queueSetRate:   fill(queueSetRateLimitSQL),
 		queueSetKey:    fill(queueSetKeyLimitSQL),
 		readySegments:  fill(readySegmentsSQL),
+		readyLive:      fill(readyLiveSQL),
 		readyMove:      fill(readyMoveSQL),
 		readyRepair:    fill(readyRepairSQL),
 

@@ -108,6 +108,11 @@ FROM pg_stat_user_tables s
 WHERE s.schemaname = $1 AND s.relname LIKE 'weir\_ready\_%'
 ORDER BY s.relname`
 
+// readyLiveSQL counts the rows of segment {segment}, up to $1: a segment
+// that the statistics call mostly dead is compacted only when the count says
+// it holds at most compactMaxLive rows (see ReadyCompact).
+const readyLiveSQL = `SELECT count(*) FROM (SELECT FROM {segment} LIMIT $1) r`
+
 // readyMoveSQL copies the rows of segment {segment} whose job is available
 // under the same claim order to segment $1, with their key hint (of two rows
 // of one job that differ only in it, either). The CASE keeps the planner off the job
@@ -132,23 +137,25 @@ FROM {job} j
 WHERE j.state = 'available' AND NOT EXISTS (SELECT 1 FROM {ready} r
 	WHERE r.queue = j.queue AND r.priority = j.priority AND r.scheduled_at = j.scheduled_at AND r.job_id = j.id)`
 
+// segmentStats are a segment's live and dead rows by the statistics.
+type segmentStats struct {
+	n          int
+	live, dead int64
+}
+
 func (e *executor) ReadyCompact(ctx context.Context, p *weirdriver.ReadyCompactParams) (_ weirdriver.ReadyCompactResult, err error) {
 	defer func() { err = schemaErr(err) }()
 	var res weirdriver.ReadyCompactResult
-	type segment struct {
-		n          int
-		live, dead int64
-	}
 	rows, err := e.db.Query(ctx, e.q.readySegments, e.q.schema)
 	if err != nil {
 		return res, fmt.Errorf("compact the ready list: %w", err)
 	}
 	var current int
 	var held int64
-	var due []segment
+	var segs []segmentStats
 	for rows.Next() {
 		var name string
-		var s segment
+		var s segmentStats
 		if err := rows.Scan(&current, &held, &name, &s.live, &s.dead); err != nil {
 			rows.Close()
 			return res, fmt.Errorf("compact the ready list: %w", err)
@@ -156,37 +163,13 @@ func (e *executor) ReadyCompact(ctx context.Context, p *weirdriver.ReadyCompactP
 		if s.n, err = strconv.Atoi(name[len("weir_ready_"):]); err != nil || s.n < 0 || s.n >= readySegments {
 			continue // not one of weir's segments
 		}
-		capped := held < compactHeldAfter && s.live > compactMaxLive
-		if p.Every || s.n != current && !capped && s.dead >= max(compactMinDead, s.live) {
-			due = append(due, s)
-		}
+		segs = append(segs, s)
 	}
 	if err := rows.Err(); err != nil {
 		return res, fmt.Errorf("compact the ready list: %w", err)
 	}
-	// The segment being written to is left alone (unless p.Every): its
-	// writers would wait for the compaction; it is compacted once the next
-	// second begins.
-	for _, s := range due {
-		wait, ok := e.compact.plan(s.n, time.Now())
-		if !ok && !p.Every {
-			continue
-		}
-		to := current
-		if to == s.n {
-			to = (s.n + 1) % readySegments
-		}
-		moved, err := e.compactSegment(ctx, s.n, to, wait)
-		e.compact.done(s.n, errors.Is(err, errSegmentBusy), time.Now())
-		if errors.Is(err, errSegmentBusy) {
-			res.Busy++
-			continue
-		}
-		if err != nil {
-			return res, err
-		}
-		res.Compacted++
-		res.Moved += moved
+	if res, err = e.compactSegments(ctx, p.Every, current, held, segs); err != nil {
+		return res, err
 	}
 	if p.Repair {
 		tag, err := e.db.Exec(ctx, e.q.readyRepair)
@@ -198,15 +181,74 @@ func (e *executor) ReadyCompact(ctx context.Context, p *weirdriver.ReadyCompactP
 	return res, nil
 }
 
+// compactSegments compacts the segments that segs, their statistics, say are
+// due (every one when every): current is the segment written to now, held how
+// long the oldest snapshot has been held (seconds).
+//
+// The statistics are a hint. A backend sends its counts of a TRUNCATE (which
+// sets a table's counts to zero) up to some seconds after it committed, and
+// the counts of rows written to the segment meanwhile are then lost: a
+// segment full of live rows can read as all dead. Moving its rows would keep
+// every claim waiting for as long, so a segment due by its statistics while
+// no snapshot is held is counted first (up to compactMaxLive + 1 rows, which
+// stops early when it is full) and left for compactHoldOff when it holds more.
+func (e *executor) compactSegments(ctx context.Context, every bool, current int, held int64, segs []segmentStats) (weirdriver.ReadyCompactResult, error) {
+	var res weirdriver.ReadyCompactResult
+	var due []segmentStats
+	for _, s := range segs {
+		capped := held < compactHeldAfter && s.live > compactMaxLive
+		if every || s.n != current && !capped && s.dead >= max(compactMinDead, s.live) {
+			due = append(due, s)
+		}
+	}
+	// The segment being written to is left alone (unless every): its
+	// writers would wait for the compaction; it is compacted once the next
+	// second begins.
+	for _, s := range due {
+		wait, ok := e.compact.plan(s.n, time.Now())
+		if !ok && !every {
+			continue
+		}
+		table := pgx.Identifier{e.q.schema, "weir_ready_" + strconv.Itoa(s.n)}.Sanitize()
+		if !every && held < compactHeldAfter {
+			var live int64
+			if err := e.db.QueryRow(ctx, replaceSegment(e.q.readyLive, table), compactMaxLive+1).Scan(&live); err != nil {
+				return res, fmt.Errorf("compact the ready list: count %s: %w", table, err)
+			}
+			if live > compactMaxLive {
+				e.compact.done(s.n, false, time.Now())
+				res.Crowded++
+				continue
+			}
+		}
+		to := current
+		if to == s.n {
+			to = (s.n + 1) % readySegments
+		}
+		moved, err := e.compactSegment(ctx, table, to, wait)
+		e.compact.done(s.n, errors.Is(err, errSegmentBusy), time.Now())
+		if errors.Is(err, errSegmentBusy) {
+			res.Busy++
+			continue
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Compacted++
+		res.Moved += moved
+	}
+	return res, nil
+}
+
 // errSegmentBusy says a segment's lock was not granted in time.
 var errSegmentBusy = errors.New("ready list segment busy")
 
-// compactSegment moves the rows of segment n whose job is still available to
-// segment to, and truncates n, in one transaction that holds n's lock from the
-// start: no row can be written to n meanwhile (a writer waits, and writes to
-// the emptied segment afterwards), and every row written before is committed.
-func (e *executor) compactSegment(ctx context.Context, n, to int, wait time.Duration) (int, error) {
-	table := pgx.Identifier{e.q.schema, "weir_ready_" + strconv.Itoa(n)}.Sanitize()
+// compactSegment moves the rows of segment table whose job is still
+// available to segment to, and truncates table, in one transaction that holds
+// its lock from the start: no row can be written to it meanwhile (a writer
+// waits, and writes to the emptied segment afterwards), and every row written
+// before is committed.
+func (e *executor) compactSegment(ctx context.Context, table string, to int, wait time.Duration) (int, error) {
 	tx, err := e.db.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("compact the ready list: %w", err)

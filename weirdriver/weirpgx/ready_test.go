@@ -3,6 +3,7 @@ package weirpgx_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -466,5 +467,99 @@ func walkNodes(node any, fn func(map[string]any)) {
 		for _, k := range kids {
 			walkNodes(k, fn)
 		}
+	}
+}
+
+// TestKeySkipScanStartsAtItsKey: the skip scan over a queue's keys goes on
+// from where the last one stopped, and finds that key through the key index
+// instead of walking every key before it (migration 017). A counted claim
+// whose head is all of a key at its limit scans the keys; the scan's last
+// stop is set after 6,000 of the 6,050 other keys, and the claim reads far
+// fewer entries of the key index than the 6,000 keys before the stop.
+func TestKeySkipScanStartsAtItsKey(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	// One connection, so that the claim's statistics are flushed where the
+	// test asks.
+	pool := dbtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	schema := dbtest.Schema(t)
+	d, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weirmigrate.New(d).Up(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	exec := d.Executor()
+	const q = "skipscan"
+	if err := exec.QueueSetKeyLimit(ctx, q, weirdriver.KeyLimitParams{Key: "args.c", Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(keys ...string) {
+		t.Helper()
+		params := make([]*weirdriver.JobInsertParams, len(keys))
+		for i, k := range keys {
+			params[i] = &weirdriver.JobInsertParams{Kind: "k", Queue: q, Args: json.RawMessage(`{"c": "` + k + `"}`),
+				Priority: 2, MaxAttempts: 3}
+		}
+		if _, err := exec.JobInsert(ctx, params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func() []string {
+		t.Helper()
+		jobs, _, err := exec.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: q, Max: 1, ClientID: "c", LeaseDuration: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, j := range jobs {
+			var args struct{ C string }
+			if err := json.Unmarshal(j.Args, &args); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, args.C)
+		}
+		return keys
+	}
+	insert("a-hot")
+	if got := claim(); !slices.Equal(got, []string{"a-hot"}) {
+		t.Fatalf("first claim took %v, want the job of a-hot", got)
+	}
+	// The head of the list: 150 jobs of a-hot, at its limit; then a job of
+	// each of 6,050 keys.
+	hot := make([]string, 150)
+	for i := range hot {
+		hot[i] = "a-hot"
+	}
+	insert(hot...)
+	keys := make([]string, 6050)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%05d", i)
+	}
+	insert(keys...)
+	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "weir_key_scan"}.Sanitize()+
+		" (queue, after) VALUES ($1, $2)", q, keys[5999]); err != nil {
+		t.Fatal(err)
+	}
+	read := func() int64 {
+		t.Helper()
+		if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes
+			WHERE schemaname = $1 AND indexrelname LIKE 'weir\_ready\__\_queue\_key\_%'`, schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := read()
+	if got := claim(); !slices.Equal(got, []string{keys[6000]}) {
+		t.Fatalf("claim took %v, want the job of %s, the first key after the last scan's stop", got, keys[6000])
+	}
+	// 100 here; 6,251 when the scan walked the keys before its stop.
+	if n := read() - before; n > 1000 {
+		t.Fatalf("the claim read %d entries of the key index: it walked the keys before the last scan's stop", n)
 	}
 }

@@ -194,8 +194,9 @@ func (p *producer) renewKeys(ctx context.Context) time.Duration {
 	// Give back the buffered jobs of buckets let go now, whether or not a
 	// worker is free: while they are leased, no other client can take the
 	// bucket.
+	now := time.Now()
 	p.buffer = slices.DeleteFunc(p.buffer, func(b buffered) bool {
-		if b.bucket >= 0 && !p.keys.held[b.bucket] {
+		if _, back := p.mayStartLocked(b, now); back {
 			p.keys.giveBack = append(p.keys.giveBack, b.job)
 			return true
 		}

@@ -297,12 +297,18 @@ type Renewal struct {
 // be written) is left out while its local deadline is more than keep away: the
 // outcome's write usually ends it first, and a renewal of the same row would
 // only hold the row lock that write waits for.
+//
+// A lease past its local deadline is left out too, lost or not yet found so:
+// the client gives it up (Expire), and a renewal would hold the job in the
+// database for a whole lease more with no one working it. That happens when
+// the process was frozen past the deadline: on waking, the heartbeat's tick
+// may come before the deadline check.
 func (t *Table) Snapshot(now time.Time, keep time.Duration) *Renewal {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := &Renewal{IDs: make([]int64, 0, len(t.jobs)), Tokens: make([]int64, 0, len(t.jobs))}
 	for id, j := range t.jobs {
-		if j.lost || j.state == finalizing && j.deadline.Sub(now) > keep {
+		if j.lost || !now.Before(j.deadline) || j.state == finalizing && j.deadline.Sub(now) > keep {
 			continue
 		}
 		changed := j.progressSet != j.progressSent

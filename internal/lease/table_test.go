@@ -52,14 +52,14 @@ func TestLostWhileBuffered(t *testing.T) {
 func TestApplyRenewal(t *testing.T) {
 	tab, lost := table(t)
 	now := time.Now()
-	renewed, cancelled, gone, reclaimed := job(1, 1, now), job(2, 1, now.Add(time.Hour)), job(3, 1, now.Add(time.Hour)), job(4, 1, now.Add(time.Hour))
+	renewed, cancelled, gone, reclaimed := job(1, 1, now.Add(time.Second/2)), job(2, 1, now.Add(time.Hour)), job(3, 1, now.Add(time.Hour)), job(4, 1, now.Add(time.Hour))
 	tab.Add([]*Job{renewed, cancelled, gone, reclaimed})
 	for _, j := range []*Job{renewed, cancelled, gone, reclaimed} {
 		if !tab.MarkRunning(j, context.Background()) {
 			t.Fatalf("job %d: MarkRunning refused", j.Row.ID)
 		}
 	}
-	snap := tab.Snapshot(time.Now(), 0)
+	snap := tab.Snapshot(now, 0)
 	newer := job(4, 2, now.Add(time.Hour)) // job 4 was taken again under token 2
 	tab.Add([]*Job{newer})
 	tab.ApplyRenewal(snap, &weirdriver.JobRenewResult{
@@ -200,6 +200,32 @@ func TestSnapshotSparesWaitingOutcomes(t *testing.T) {
 	}
 	if got := tab.Snapshot(now.Add(time.Minute-keep+time.Second), keep).IDs; !slices.Contains(got, 3) {
 		t.Fatalf("renewed %v: the waiting outcome's lease is not renewed as its end nears", got)
+	}
+}
+
+// TestSnapshotLeavesOutExpired: a lease past its local deadline is not
+// renewed, though no deadline check has found it lost yet (the process was
+// frozen past the deadline, and the heartbeat's tick came first on waking): the
+// client gives the lease up, so a renewal would only keep the job from rescue
+// for a whole lease. The deadline check then finds it lost.
+func TestSnapshotLeavesOutExpired(t *testing.T) {
+	tab, lost := table(t)
+	now := time.Now()
+	running, returned, buffered := job(1, 1, now), job(2, 1, now.Add(-time.Second)), job(3, 1, now)
+	live := job(4, 1, now.Add(time.Millisecond))
+	tab.Add([]*Job{running, returned, buffered, live})
+	for _, j := range []*Job{running, returned, live} {
+		if !tab.MarkRunning(j, context.Background()) {
+			t.Fatalf("job %d: MarkRunning refused", j.Row.ID)
+		}
+	}
+	tab.MarkReturned(returned)
+	if got := tab.Snapshot(now, time.Minute).IDs; !slices.Equal(got, []int64{4}) {
+		t.Fatalf("renewed %v, want only the lease still within its deadline, 4", got)
+	}
+	tab.Expire(now)
+	if lost[1] == "" || lost[3] == "" || lost[4] != "" {
+		t.Fatalf("lost %v, want 1 and 3 (2's outcome is abandoned by the completer), not 4", lost)
 	}
 }
 

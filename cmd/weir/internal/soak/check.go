@@ -745,7 +745,7 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 		c.dup(dupUnexplain, "G9", x, "lease %d of unknown worker %s was rescued", x.Token, x.Worker)
 	case w.Killed && !lapsed.Before(w.KilledAt):
 		c.r.Duplicates[dupCrash]++ // G9's timing is checked over every rescue in checkG9
-	case c.paused(w.Name, lapsed):
+	case c.frozenAtTrustEnd(w.Name, lapsed):
 		c.r.Duplicates[dupPaused]++
 	case w.Stopped && !lapsed.Before(w.SigtermAt):
 		switch {
@@ -774,11 +774,18 @@ func (c *checker) classifyRescued(x *auditExec, e *leaseEnd) {
 	}
 }
 
-// paused reports whether worker was frozen by a pause fault at t.
-func (c *checker) paused(worker string, t time.Time) bool {
+// frozenAtTrustEnd reports whether worker was frozen by a pause fault when it
+// had to stop trusting a lease that lapsed at lapsed. A client trusts a lease
+// until a heartbeat interval before the database's end of it, counted from
+// when it sent the renewal: that end is at most lapsed less a heartbeat, and
+// earlier by the renewal's way to the database, allowed here another
+// heartbeat. A worker frozen then gives the lease up on waking, though the
+// database may hold it a little longer: its lease lapses after the pause.
+func (c *checker) frozenAtTrustEnd(worker string, lapsed time.Time) bool {
+	hb := c.d.Settings.Heartbeat
 	for i := range c.d.Faults {
 		f := &c.d.Faults[i]
-		if f.Kind == faultPause && f.Worker == worker && !f.At.After(t) && !f.until().Before(t) {
+		if f.Kind == faultPause && f.Worker == worker && !f.At.After(lapsed) && !f.until().Before(lapsed.Add(-2*hb)) {
 			return true
 		}
 	}

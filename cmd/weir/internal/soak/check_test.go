@@ -286,6 +286,12 @@ func TestSoakCheckViolations(t *testing.T) {
 		{"lease lost with no pause", func(d *soakData) {
 			d.Faults = slices.DeleteFunc(d.Faults, func(f faultEvent) bool { return f.Kind == faultPause })
 		}, "G9", "job 9: lease 1 on w2.2 lapsed at"},
+		{"lease lost after a pause", func(d *soakData) {
+			// w2.2 woke a heartbeat and more before its trust in lease 1 of
+			// job 9 ended (at 33 − 0.5 s at the latest): the pause does not
+			// explain the lapse.
+			d.Faults[3].Until = at(31.9)
+		}, "G9", "job 9: lease 1 on w2.2 lapsed at"},
 		{"worker died", func(d *soakData) {
 			w := worker(d, "w2.2")
 			w.Stopped, w.Final, w.Died, w.ExitStatus = false, false, true, "exit status 2"
@@ -332,6 +338,21 @@ func unwrittenAtStop() *soakData {
 // TestSoakCheckDBDownAtStop: an outcome that a graceful stop could not write
 // while the server was restarting is allowed (the contract bounds Stop, and
 // rescue must then run the job again), and counted apart.
+// TestSoakCheckFrozenAtTrustEnd: a worker frozen until after its trust in a
+// lease ended gives the lease up on waking, and the lease lapses up to a
+// heartbeat after the pause (the database's end of it comes later than the
+// client's): the pause explains the re-run.
+func TestSoakCheckFrozenAtTrustEnd(t *testing.T) {
+	t.Parallel()
+	for _, until := range []float64{32.1, 32.8} { // job 9's lease lapsed at 33, heartbeat 0.5 s
+		d := cleanSoak()
+		d.Faults[3].Until = at(until)
+		if r := checkSoak(d); len(r.Violations) != 0 || r.Duplicates[dupPaused] != 1 {
+			t.Errorf("a pause until %.1f s: violations %+v, duplicates %v", until, r.Violations, r.Duplicates)
+		}
+	}
+}
+
 func TestSoakCheckDBDownAtStop(t *testing.T) {
 	t.Parallel()
 	d := unwrittenAtStop()

@@ -261,3 +261,43 @@ func testKeyShareMovedKey(t *testing.T, d weirdriver.Driver, opts Options) {
 		t.Fatalf("claim by the holder of the new key's bucket: %d jobs, %+v, %v; want job %d of key %s", len(jobs), lim, err, job.ID, high)
 	}
 }
+
+// testKeyShareHiddenKey: when the head of a holder's bucket is all of keys
+// that the holder passes over (it holds enough of their jobs waiting), the
+// claim walks the bucket's keys and takes the job of a key hidden behind
+// their backlogs at once, not in some later claim.
+func testKeyShareHiddenKey(t *testing.T, d weirdriver.Driver, opts Options) {
+	if opts.NoKeyShares {
+		t.Skip("the driver holds no buckets of keys")
+	}
+	const q = "keyhidden"
+	// Four keys of one bucket: three with backlogs, and one behind them.
+	var keys []string
+	bucket := weirdriver.KeyBucket("h0")
+	for i := 0; len(keys) < 4; i++ {
+		if k := fmt.Sprintf("h%d", i); weirdriver.KeyBucket(k) == bucket {
+			keys = append(keys, k)
+		}
+	}
+	hot, hidden := keys[:3], keys[3]
+	setKeyLimit(t, d, q, "args.c", 1)
+	var ps []*weirdriver.JobInsertParams
+	for range 20 {
+		for _, k := range hot {
+			ps = append(ps, params("k", q, fmt.Sprintf(`{"c": %q}`, k)))
+		}
+	}
+	ps = append(ps, params("k", q, fmt.Sprintf(`{"c": %q}`, hidden)))
+	if _, err := d.Executor().JobInsert(ctx(t), ps); err != nil {
+		t.Fatal(err)
+	}
+	if s := keyShare(t, d, weirdriver.KeyShareParams{Queue: q, ClientID: "a"}); !slices.Contains(s.Held, bucket) {
+		t.Fatalf("a holds %v, not bucket %d", s.Held, bucket)
+	}
+	// The holder names the hot keys as passed over: the head of the bucket
+	// (6 + 2 rows for a claim of 6) is all theirs.
+	got, lim := claimOwned(t, d, q, "a", 6, []int{bucket}, hot)
+	if !lim.Owned || !slices.Equal(got, []string{hidden}) {
+		t.Fatalf("claim passing over %v took %v (%+v), want the job of %s", hot, got, lim, hidden)
+	}
+}

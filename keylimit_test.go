@@ -360,3 +360,30 @@ func TestKeySharesMove(t *testing.T) {
 		t.Errorf("%d keys ran, want %d", len(most), keys)
 	}
 }
+
+// TestKeySharesByMaxWorkers: two clients of a queue limited per key, of 100
+// and 4 handlers, hold 61 and 3 of its buckets (weirdriver.KeyPart), not 32
+// each: each stores its MaxWorkers as what it wants.
+func TestKeySharesByMaxWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	held := func(holder string) int {
+		var n int
+		if err := b.pool.QueryRow(testCtx(t), "SELECT count(*) FROM "+b.schema+".weir_key_share WHERE queue = 'parted' AND holder = $1 AND expires_at > now()", holder).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	start := func(id string, workers int) {
+		cfg := fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }), map[string]weir.QueueConfig{
+			"parted": {MaxWorkers: workers, KeyLimit: weir.KeyLimit{Key: "args.name", Limit: 1}},
+		})
+		cfg.ID = id
+		b.startOwnPool(t, cfg)
+	}
+	start("parted-big", 100)
+	start("parted-small", 4)
+	waitFor(t, time.Minute, "the big client to hold 61 buckets and the small one 3", func() bool {
+		return held("parted-big") == 61 && held("parted-small") == 3
+	})
+}

@@ -136,11 +136,12 @@ func (p *producer) wantKeys() {
 func (p *producer) renewKeys(ctx context.Context) time.Duration {
 	p.mu.Lock()
 	release := slices.Clone(p.keys.release)
+	want := p.cfg.MaxWorkers // the buckets are divided in proportion to it
 	p.mu.Unlock()
 	sent := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, p.leaseBudget)
 	s, err := p.exec.KeyShare(rctx, &weirdriver.KeyShareParams{
-		Queue: p.queue, ClientID: p.clientID, Release: release, Lease: p.leaseDuration,
+		Queue: p.queue, ClientID: p.clientID, Release: release, Lease: p.leaseDuration, Want: want,
 	})
 	cancel()
 	if err != nil {

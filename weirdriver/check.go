@@ -75,6 +75,9 @@ func CheckKeyShare(p *KeyShareParams) error {
 	if p.Lease < time.Millisecond {
 		return fmt.Errorf("lease %v is less than 1ms", p.Lease)
 	}
+	if p.Want < 0 || p.Want > MaxGlobalLimit {
+		return fmt.Errorf("want %d is out of range: 0 (not said) to %d", p.Want, MaxGlobalLimit)
+	}
 	return checkBuckets("release", p.Release)
 }
 

@@ -88,6 +88,11 @@ type KeyShareParams struct {
 	// Lease is how long the buckets are held, from the database's now(),
 	// unless renewed; at least a millisecond.
 	Lease time.Duration
+	// Want is the most handlers of the queue the client runs (its
+	// MaxWorkers): the buckets are divided in proportion to it (KeyPart).
+	// 0 does not say, as an older client does not: such a client counts as
+	// wanting what the others want on average.
+	Want int
 }
 
 // KeyShare is what a client holds of a queue's keys.
@@ -100,10 +105,10 @@ type KeyShare struct {
 	// changes, the buckets held are dropped.
 	Key string
 	// Held are the buckets the client holds, ascending; Target is how many
-	// it should hold: its even part of KeyBuckets among the clients that ask
-	// (FairShare). A client holding more lets the rest go; one holding fewer
-	// gets more as buckets come free: a bucket is taken only while none of
-	// its jobs runs.
+	// it should hold: its part of KeyBuckets among the clients that ask, by
+	// what each wants (KeyPart). A client holding more lets the rest go; one
+	// holding fewer gets more as buckets come free: a bucket is taken only
+	// while none of its jobs runs.
 	Held   []int
 	Target int
 }
@@ -196,6 +201,82 @@ func FairShare(limit int, wants []ShareOf, me string) int {
 			}
 		}
 		return 0
+	}
+	return 0
+}
+
+// KeyPart divides the KeyBuckets buckets of a queue's keys among the
+// clients of wants and returns how many client me gets: one each first
+// (while there are no more clients than buckets), then the rest in
+// proportion to what each wants, a bucket each by the largest remainder
+// (ties to the first by id). A client whose Want is 0 (not said) counts as
+// wanting the mean of the others' (1 when none says). So equal wants divide
+// the buckets evenly, the remainder one each to the first clients by id, and
+// a client of 4 handlers beside one of 100 holds about a twenty-fifth of the
+// keys, not half of them, which its handlers could not keep up with. wants
+// holds each client once, me among them; its order does not matter, nor the
+// Slots of its entries.
+func KeyPart(wants []ShareOf, me string) int {
+	ws := slices.Clone(wants)
+	slices.SortFunc(ws, func(a, b ShareOf) int { return cmp.Compare(a.ClientID, b.ClientID) })
+	var said, n int64
+	for _, w := range ws {
+		if w.Want > 0 {
+			said += int64(w.Want)
+			n++
+		}
+	}
+	mean := int64(1)
+	if n > 0 {
+		mean = max(said/n, 1)
+	}
+	want := func(w ShareOf) int64 {
+		if w.Want > 0 {
+			return int64(w.Want)
+		}
+		return mean
+	}
+	if len(ws) > KeyBuckets {
+		// More clients than buckets: the first KeyBuckets by id get one.
+		for i, w := range ws {
+			if w.ClientID == me {
+				return boolInt(i < KeyBuckets)
+			}
+		}
+		return 0
+	}
+	var total int64
+	for _, w := range ws {
+		total += want(w)
+	}
+	rest := int64(KeyBuckets - len(ws))
+	parts := make([]int64, len(ws))
+	type remainder struct {
+		i   int
+		rem int64 // the fraction's numerator, over total
+	}
+	rems := make([]remainder, len(ws))
+	given := int64(0)
+	for i, w := range ws {
+		parts[i] = 1 + rest*want(w)/total
+		given += parts[i] - 1
+		rems[i] = remainder{i, rest * want(w) % total}
+	}
+	slices.SortStableFunc(rems, func(a, b remainder) int { return cmp.Compare(b.rem, a.rem) })
+	for _, r := range rems[:rest-given] {
+		parts[r.i]++
+	}
+	for i, w := range ws {
+		if w.ClientID == me {
+			return int(parts[i])
+		}
+	}
+	return 0
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
 	}
 	return 0
 }

@@ -87,3 +87,76 @@ func TestDivideShare(t *testing.T) {
 		t.Errorf("b keeping 4 with no room: %+v", got)
 	}
 }
+
+// TestKeyPart: the buckets of a queue's keys are divided among its holders
+// one each, then in proportion to what each wants, by the largest
+// remainder; equal wants divide them as evenly as FairShare does; a client
+// that does not say counts as wanting the mean; the parts add up to
+// KeyBuckets, whatever the order of the clients.
+func TestKeyPart(t *testing.T) {
+	for _, c := range []struct {
+		wants []int
+		want  []int
+	}{
+		{[]int{250}, []int{64}},
+		{[]int{250, 250, 250, 250}, []int{16, 16, 16, 16}},
+		{[]int{5, 5, 5}, []int{22, 21, 21}}, // the remainder to the first by id
+		{[]int{100, 4}, []int{61, 3}},       // 1 + 62·100/104 = 60.6, 1 + 62·4/104 = 3.4: the larger remainder
+		{[]int{300, 100}, []int{48, 16}},    // 1 + 46.5, 1 + 15.5: the tie to the first by id
+		{[]int{100, 0, 100}, []int{22, 21, 21}},
+		{[]int{0, 0}, []int{32, 32}},
+		{[]int{1_000_000, 1}, []int{63, 1}},
+	} {
+		ws := make([]ShareOf, len(c.wants))
+		for i, w := range c.wants {
+			ws[i] = ShareOf{ClientID: fmt.Sprint("c", i), Want: w}
+		}
+		for i := range ws {
+			if got := KeyPart(ws, ws[i].ClientID); got != c.want[i] {
+				t.Errorf("wants %v: client %d gets %d, want %d", c.wants, i, got, c.want[i])
+			}
+		}
+	}
+	if got := KeyPart([]ShareOf{{ClientID: "a", Want: 1}}, "b"); got != 0 {
+		t.Errorf("a client not among the holders gets %d", got)
+	}
+
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		ws := make([]ShareOf, 1+r.IntN(80))
+		equal := 1 + r.IntN(50)
+		same := r.IntN(2) == 0
+		for i := range ws {
+			ws[i] = ShareOf{ClientID: fmt.Sprint("c", r.IntN(1000), "-", i), Want: r.IntN(120)}
+			if same {
+				ws[i].Want = equal
+			}
+		}
+		shuffled := append([]ShareOf(nil), ws...)
+		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		sum := 0
+		for _, w := range ws {
+			part := KeyPart(ws, w.ClientID)
+			if again := KeyPart(shuffled, w.ClientID); again != part {
+				t.Fatalf("%v: %s gets %d, or %d in another order", ws, w.ClientID, part, again)
+			}
+			if len(ws) <= KeyBuckets && part < 1 {
+				t.Fatalf("%v: %s gets no bucket among %d clients", ws, w.ClientID, len(ws))
+			}
+			if same && len(ws) <= KeyBuckets {
+				// As migration 016's clients divide them: evenly, whatever they want.
+				all := make([]ShareOf, len(ws))
+				for i, o := range ws {
+					all[i] = ShareOf{ClientID: o.ClientID, Want: KeyBuckets}
+				}
+				if even := FairShare(KeyBuckets, all, w.ClientID); part != even {
+					t.Fatalf("%v: equal wants, %s gets %d, FairShare %d", ws, w.ClientID, part, even)
+				}
+			}
+			sum += part
+		}
+		if sum != KeyBuckets {
+			t.Fatalf("%v: parts add up to %d", ws, sum)
+		}
+	}
+}

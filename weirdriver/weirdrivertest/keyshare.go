@@ -65,7 +65,7 @@ func span(from, to int) []int {
 // buckets and says the keys may be held; giving up, removing the limit and
 // a new key field drop the buckets; bad requests are refused and change
 // nothing. A driver without shares of keys (opts.NoKeyShares) answers Limit 0
-// and counts every claim.
+// and counts every claim. (testKeySharePart: parts by what clients want.)
 func testKeyShare(t *testing.T, d weirdriver.Driver, opts Options) {
 	const q = "keyshared"
 	ps := make([]*weirdriver.JobInsertParams, 0, 240)
@@ -166,6 +166,8 @@ func testKeyShare(t *testing.T, d weirdriver.Driver, opts Options) {
 		{Queue: q, ClientID: "a", Lease: time.Minute, Release: []int{64}},
 		{Queue: q, ClientID: "a", Lease: time.Minute, Release: []int{-1}},
 		{Queue: q, ClientID: "a", Lease: time.Minute, Release: []int{3, 3}},
+		{Queue: q, ClientID: "a", Lease: time.Minute, Want: -1},
+		{Queue: q, ClientID: "a", Lease: time.Minute, Want: weirdriver.MaxGlobalLimit + 1},
 	} {
 		if _, err := d.Executor().KeyShare(ctx(t), &p); err == nil {
 			t.Fatalf("KeyShare(%+v) was accepted", p)
@@ -299,5 +301,33 @@ func testKeyShareHiddenKey(t *testing.T, d weirdriver.Driver, opts Options) {
 	got, lim := claimOwned(t, d, q, "a", 6, []int{bucket}, hot)
 	if !lim.Owned || !slices.Equal(got, []string{hidden}) {
 		t.Fatalf("claim passing over %v took %v (%+v), want the job of %s", hot, got, lim, hidden)
+	}
+}
+
+// testKeySharePart: the buckets are divided in proportion to what each
+// client wants (its MaxWorkers; weirdriver.KeyPart), and a client that does
+// not say (an older weir) counts as wanting what the others do on average.
+func testKeySharePart(t *testing.T, d weirdriver.Driver, opts Options) {
+	if opts.NoKeyShares {
+		t.Skip("the driver holds no buckets of keys")
+	}
+	const q = "keypart"
+	setKeyLimit(t, d, q, "args.c", 1)
+	target := func(client string, want int) int {
+		t.Helper()
+		return keyShare(t, d, weirdriver.KeyShareParams{Queue: q, ClientID: client, Want: want}).Target
+	}
+	if a := target("a", 300); a != 64 {
+		t.Fatalf("a alone wanting 300: part %d, want 64", a)
+	}
+	// 1 each, then 62 by 300 to 100: 46.5 and 15.5, the tie to a.
+	if b, a := target("b", 100), target("a", 300); b != 16 || a != 48 {
+		t.Fatalf("a wanting 300 and b 100: parts %d and %d, want 48 and 16", a, b)
+	}
+	// c does not say: it counts as wanting 200, the mean of a's and b's.
+	// 1 each, then 61 by 300, 100 and 200: 30.5, 10.17 and 20.33, the one
+	// left to a's largest remainder.
+	if c, b, a := target("c", 0), target("b", 100), target("a", 300); a != 32 || b != 11 || c != 21 {
+		t.Fatalf("a wanting 300, b 100, c not saying: parts %d, %d and %d, want 32, 11 and 21", a, b, c)
 	}
 }

@@ -81,6 +81,7 @@ func RunWith(t *testing.T, setup Setup, opts Options) {
 		{"KeyShare", func(t *testing.T, d weirdriver.Driver) { testKeyShare(t, d, opts) }},
 		{"KeyShareMovedKey", func(t *testing.T, d weirdriver.Driver) { testKeyShareMovedKey(t, d, opts) }},
 		{"KeyShareHiddenKey", func(t *testing.T, d weirdriver.Driver) { testKeyShareHiddenKey(t, d, opts) }},
+		{"KeySharePart", func(t *testing.T, d weirdriver.Driver) { testKeySharePart(t, d, opts) }},
 		{"RateLimit", testRateLimit},
 		{"KeyLimit", testKeyLimit},
 		{"KeyLimitConcurrent", testKeyLimitConcurrent},

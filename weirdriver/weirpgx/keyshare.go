@@ -30,20 +30,24 @@ DELETE FROM {key_holder} h WHERE h.queue = $1`
 	keyShareGiveUpSQL = `WITH b AS (DELETE FROM {key_share} s WHERE s.queue = $1 AND s.holder = $2)
 DELETE FROM {key_holder} h WHERE h.queue = $1 AND h.holder = $2`
 	// keyShareRenewSQL deletes the buckets $3 that client $2 releases of
-	// queue $1, leases its row as a holder and its other buckets for $4 µs,
-	// and returns those buckets and every holder.
+	// queue $1, leases its row as a holder wanting $5 (0: not said) and its
+	// other buckets for $4 µs, and returns those buckets and the other
+	// holders with what each wants (0: not said; migration 019).
 	keyShareRenewSQL = `WITH released AS (
 	DELETE FROM {key_share} s WHERE s.queue = $1 AND s.holder = $2 AND s.bucket = ANY($3::integer[])
 ), holder AS (
-	INSERT INTO {key_holder} AS h (queue, holder, expires_at) VALUES ($1, $2, now() + $4::bigint * interval '1 microsecond')
-	ON CONFLICT (queue, holder) DO UPDATE SET expires_at = excluded.expires_at
+	INSERT INTO {key_holder} AS h (queue, holder, expires_at, want)
+	VALUES ($1, $2, now() + $4::bigint * interval '1 microsecond', nullif($5::integer, 0))
+	ON CONFLICT (queue, holder) DO UPDATE SET expires_at = excluded.expires_at, want = excluded.want
 ), renewed AS (
 	UPDATE {key_share} s SET expires_at = now() + $4::bigint * interval '1 microsecond'
 	WHERE s.queue = $1 AND s.holder = $2 AND NOT s.bucket = ANY($3::integer[])
 	RETURNING s.bucket
+), others AS (
+	SELECT h.holder, coalesce(h.want, 0) AS want FROM {key_holder} h WHERE h.queue = $1 AND h.holder <> $2
 )
 SELECT array(SELECT renewed.bucket FROM renewed ORDER BY 1),
-	array(SELECT h.holder FROM {key_holder} h WHERE h.queue = $1 AND h.holder <> $2)`
+	array(SELECT others.holder FROM others ORDER BY others.holder), array(SELECT others.want FROM others ORDER BY others.holder)`
 	// keyShareTakeSQL gives client $2 up to $3 of queue $1's free buckets,
 	// leased for $4 µs, the lowest first: those no client holds and of whose
 	// keys no job runs, whoever claimed it. It returns them.
@@ -120,17 +124,22 @@ func (e *executor) KeyShare(ctx context.Context, p *weirdriver.KeyShareParams) (
 			release[i] = int32(b)
 		}
 		var (
-			held   []int32
-			others []string
+			held       []int32
+			others     []string
+			otherWants []int32
 		)
-		if err := tx.QueryRow(ctx, q.renew, p.Queue, p.ClientID, release, lease).Scan(&held, &others); err != nil {
+		if err := tx.QueryRow(ctx, q.renew, p.Queue, p.ClientID, release, lease, p.Want).Scan(&held, &others, &otherWants); err != nil {
 			return err
 		}
-		wants := make([]weirdriver.ShareOf, 0, len(others)+1)
-		for _, o := range append(others, p.ClientID) {
-			wants = append(wants, weirdriver.ShareOf{ClientID: o, Want: weirdriver.KeyBuckets})
+		if len(otherWants) != len(others) {
+			return fmt.Errorf("%d holders came back with %d wants", len(others), len(otherWants))
 		}
-		share.Target = weirdriver.FairShare(weirdriver.KeyBuckets, wants, p.ClientID)
+		wants := make([]weirdriver.ShareOf, 0, len(others)+1)
+		for i, o := range others {
+			wants = append(wants, weirdriver.ShareOf{ClientID: o, Want: int(otherWants[i])})
+		}
+		wants = append(wants, weirdriver.ShareOf{ClientID: p.ClientID, Want: p.Want})
+		share.Target = weirdriver.KeyPart(wants, p.ClientID)
 		if more := share.Target - len(held); more > 0 {
 			rows, err := tx.Query(ctx, q.take, p.Queue, p.ClientID, more, lease)
 			if err != nil {

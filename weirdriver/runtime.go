@@ -212,8 +212,8 @@ func FairShare(limit int, wants []ShareOf, me string) int {
 // (ties to the first by id). A client whose Want is 0 (not said) counts as
 // wanting the mean of the others' (1 when none says). So equal wants divide
 // the buckets evenly, the remainder one each to the first clients by id, and
-// a client of 4 handlers beside one of 100 holds about a twenty-fifth of the
-// keys, not half of them, which its handlers could not keep up with. wants
+// a client of 4 handlers beside one of 100 holds 3 of the 64, not half of
+// them, whose keys its handlers could not keep up with. wants
 // holds each client once, me among them; its order does not matter, nor the
 // Slots of its entries.
 func KeyPart(wants []ShareOf, me string) int {
@@ -238,10 +238,8 @@ func KeyPart(wants []ShareOf, me string) int {
 	}
 	if len(ws) > KeyBuckets {
 		// More clients than buckets: the first KeyBuckets by id get one.
-		for i, w := range ws {
-			if w.ClientID == me {
-				return boolInt(i < KeyBuckets)
-			}
+		if i := slices.IndexFunc(ws, func(w ShareOf) bool { return w.ClientID == me }); i >= 0 && i < KeyBuckets {
+			return 1
 		}
 		return 0
 	}
@@ -270,13 +268,6 @@ func KeyPart(wants []ShareOf, me string) int {
 		if w.ClientID == me {
 			return int(parts[i])
 		}
-	}
-	return 0
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
 	}
 	return 0
 }

@@ -335,9 +335,6 @@ func unwrittenAtStop() *soakData {
 	return d
 }
 
-// TestSoakCheckDBDownAtStop: an outcome that a graceful stop could not write
-// while the server was restarting is allowed (the contract bounds Stop, and
-// rescue must then run the job again), and counted apart.
 // TestSoakCheckFrozenAtTrustEnd: a worker frozen until after its trust in a
 // lease ended gives the lease up on waking, and the lease lapses up to a
 // heartbeat after the pause (the database's end of it comes later than the
@@ -353,6 +350,9 @@ func TestSoakCheckFrozenAtTrustEnd(t *testing.T) {
 	}
 }
 
+// TestSoakCheckDBDownAtStop: an outcome that a graceful stop could not write
+// while the server was restarting is allowed (the contract bounds Stop, and
+// rescue must then run the job again), and counted apart.
 func TestSoakCheckDBDownAtStop(t *testing.T) {
 	t.Parallel()
 	d := unwrittenAtStop()

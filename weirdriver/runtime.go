@@ -219,6 +219,13 @@ func FairShare(limit int, wants []ShareOf, me string) int {
 func KeyPart(wants []ShareOf, me string) int {
 	ws := slices.Clone(wants)
 	slices.SortFunc(ws, func(a, b ShareOf) int { return cmp.Compare(a.ClientID, b.ClientID) })
+	if len(ws) > KeyBuckets {
+		// More clients than buckets: the first KeyBuckets by id get one.
+		if i := slices.IndexFunc(ws, func(w ShareOf) bool { return w.ClientID == me }); i >= 0 && i < KeyBuckets {
+			return 1
+		}
+		return 0
+	}
 	var said, n int64
 	for _, w := range ws {
 		if w.Want > 0 {
@@ -235,13 +242,6 @@ func KeyPart(wants []ShareOf, me string) int {
 			return int64(w.Want)
 		}
 		return mean
-	}
-	if len(ws) > KeyBuckets {
-		// More clients than buckets: the first KeyBuckets by id get one.
-		if i := slices.IndexFunc(ws, func(w ShareOf) bool { return w.ClientID == me }); i >= 0 && i < KeyBuckets {
-			return 1
-		}
-		return 0
 	}
 	var total int64
 	for _, w := range ws {

@@ -26,9 +26,11 @@ type Stats struct {
 	StaleWrites int64
 	// LeasesLost counts leases the client found lost, by renewal or local deadline.
 	LeasesLost int64
-	// Finalized counts outcomes written.
+	// Finalized counts outcomes written, Released among them.
 	Finalized int64
-	// Released counts prefetched jobs given back at Stop without spending an attempt.
+	// Released counts jobs given back before their handler started, without
+	// spending an attempt: prefetched jobs at Stop, and the buffered jobs of a
+	// bucket of keys that the client lets go (docs/flow-control.md).
 	Released int64
 	// Abandoned counts outcomes not written because the lease could no longer be
 	// trusted, Stop's budget ran out, or the handler returned after Stop had

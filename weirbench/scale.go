@@ -249,6 +249,14 @@ func (b *bench) procsDrain(ctx context.Context, sys System, n, jobs int, limits 
 	if err != nil {
 		return nil, err
 	}
+	// The processes' counts said the drain was over; the table must agree.
+	done, err := countRows(ctx, b.admin, sys.JobTable(), "state = 'completed'")
+	if err != nil {
+		return nil, err
+	}
+	if done != int64(jobs) {
+		return nil, fmt.Errorf("%s: %d jobs completed in the table, want %d", name, done, jobs)
+	}
 	claims, counted := sumClaims(results)
 	b.p.Linef("%s: %s", b.tag, scaleStats(results))
 	res := []result{{fig(name, short, "jobs/s", "higher", "throughput"), float64(jobs) / elapsed.Seconds()}}

@@ -214,8 +214,13 @@ func (w *weirClient) Insert(ctx context.Context, seq int64) error {
 func (w *weirClient) Start(ctx context.Context) error { return w.c.Start(ctx) }
 
 // Completed counts outcomes written: weir counts one only after the statement
-// that wrote it has committed, and every outcome here is a completion.
-func (w *weirClient) Completed() int64 { return w.c.Stats().Finalized }
+// that wrote it has committed. Every outcome here is a completion, except the
+// jobs given back unstarted (Released: at Stop, and the buffered jobs of a
+// bucket of keys that a client lets go), which are not.
+func (w *weirClient) Completed() int64 {
+	s := w.c.Stats()
+	return s.Finalized - s.Released
+}
 
 func (w *weirClient) Stop(ctx context.Context) error { return w.c.Stop(ctx) }
 

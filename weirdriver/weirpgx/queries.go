@@ -365,5 +365,6 @@ func filler(schema string) func(string) string {
 		"{eff}", effectiveOutcome,
 		"{due}", dueAt,
 		"{token}", nextToken,
+		"{running}", stillRunning,
 	).Replace
 }

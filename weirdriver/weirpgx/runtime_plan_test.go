@@ -147,3 +147,87 @@ func walkPlan(node any, fn func(map[string]any)) {
 		}
 	}
 }
+
+// TestRunningPlansAfterIdleStatistics checks with EXPLAIN that the statements
+// that find a client's running jobs by id read them through the primary key,
+// not by hashing every running job, when the statistics were taken while no
+// job ran (an idle queue, or before a burst) and 3,000 jobs run now. With the
+// fence's state test written plainly, the planner hashed weir_job_running_idx
+// for outcomes and renewals (docs/store-runtime.md).
+func TestRunningPlansAfterIdleStatistics(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t, nil)
+	schema := dbtest.Schema(t)
+	d, err := New(pool, &Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	job := pgx.Identifier{schema, "weir_job"}.Sanitize()
+	if _, err := pool.Exec(t.Context(), `
+INSERT INTO `+job+` (state, queue, kind, args, max_attempts, attempt, lease_token, finalized_at)
+SELECT CASE WHEN g % 10 = 0 THEN 'available' ELSE 'completed' END, 'q', 'k', '{}', 3,
+	CASE WHEN g % 10 = 0 THEN 0 ELSE 1 END, CASE WHEN g % 10 = 0 THEN 0 ELSE 1 END,
+	CASE WHEN g % 10 = 0 THEN NULL ELSE now() END
+FROM generate_series(1, 30000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(t.Context(), "ANALYZE "+job); err != nil {
+		t.Fatal(err)
+	}
+	var running []int64
+	if err := pool.QueryRow(t.Context(), `
+WITH r AS (
+	UPDATE `+job+` SET state = 'running', finalized_at = NULL, lease_expires_at = now() + interval '1 minute'
+	WHERE id IN (SELECT id FROM `+job+` WHERE state = 'completed' ORDER BY id LIMIT 3000)
+	RETURNING id)
+SELECT array(SELECT id FROM r ORDER BY id LIMIT 200)`).Scan(&running); err != nil {
+		t.Fatal(err)
+	}
+	n := len(running)
+	tokens, outcomes := make([]int64, n), make([]string, n)
+	for i := range running {
+		tokens[i], outcomes[i] = 1, "completed"
+	}
+	nulls := func(n int) []*string { return make([]*string, n) }
+	q := d.q
+	cases := []struct {
+		name, sql string
+		// runningReads is how many scans of weir_job_running_idx the plan
+		// may have: rescue finds the expired leases through it, once.
+		runningReads int
+		args         []any
+	}{
+		{"complete", q.jobComplete, 0, []any{running, tokens, nulls(n), nulls(n)}},
+		{"complete one", q.jobCompleteOne, 0, []any{running[0], int64(1), nil, nil}},
+		{"finalize", q.jobFinalize, 0, []any{running, tokens, outcomes, nulls(n), nulls(n), nulls(n), nulls(n), nulls(n),
+			q.insertChannel, nulls(n), nulls(n)}},
+		{"renew", q.jobRenew, 0, []any{running, tokens, int64(60e6), nulls(n)}},
+		{"rescue", q.jobRescue, 1, []any{100, "lost"}},
+	}
+	for _, c := range cases {
+		var plan []byte
+		if err := pool.QueryRow(t.Context(), "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {
+			t.Fatalf("%s: explain: %v", c.name, err)
+		}
+		var root []map[string]any
+		if err := json.Unmarshal(plan, &root); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var runningReads, pkeyReads int
+		walkPlan(root[0]["Plan"], func(node map[string]any) {
+			switch node["Index Name"] {
+			case "weir_job_running_idx":
+				runningReads++
+			case "weir_job_pkey":
+				pkeyReads++
+			}
+		})
+		if runningReads != c.runningReads || pkeyReads == 0 {
+			t.Errorf("%s: %d scans of weir_job_running_idx (want %d), %d of weir_job_pkey (want some)\n%s",
+				c.name, runningReads, c.runningReads, pkeyReads, plan)
+		}
+	}
+}

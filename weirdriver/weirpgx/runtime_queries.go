@@ -20,6 +20,17 @@ const nextToken = "greatest(j.lease_token + 1, (extract(epoch FROM now()) * 1000
 // dueAt ({due}) is when a retried or snoozed job in jobFinalizeSQL becomes due.
 const dueAt = "coalesce(i.scheduled_at, now())"
 
+// stillRunning ({running}) is the fence's state test in the statements that
+// find a client's jobs by id (outcomes, renewals): j.state = 'running' in a
+// form that the planner cannot match to weir_job_running_idx's predicate, so
+// that each job is read through the primary key. With the plain test the
+// planner took the running index whenever the statistics said few jobs ran
+// (they were taken on an idle queue, or before a burst), and hashed every
+// running job, with the dead entries of those that had run, for each batch:
+// a completion of 200 jobs while 5,000 ran read 3,900 buffers of them first
+// (docs/store-runtime.md).
+const stillRunning = "CASE WHEN j.state = 'running' THEN true ELSE false END"
+
 // jobClaimSQL leases up to $2 due available jobs of queue $1, unless the queue is
 // paused, for $3 µs to client $4, through weir_ready_claim (migration 011): it
 // takes rows from the ready list in claim order (each segment's index: queue,
@@ -103,7 +114,7 @@ updated AS (
 					ELSE jsonb_build_object('trace', i.err_trace) END)
 		END
 	FROM input i
-	WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running'
+	WHERE j.id = i.id AND j.lease_token = i.lease_token AND {running}
 	RETURNING j.id, j.state, j.queue
 ),
 notified AS (
@@ -129,7 +140,7 @@ UPDATE {job} j SET
 	output = CASE WHEN j.cancel_requested_at IS NULL AND i.output IS NOT NULL THEN i.output::jsonb ELSE j.output END,
 	progress = coalesce(i.progress::jsonb, j.progress)
 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS i(id, lease_token, output, progress)
-WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running'
+WHERE j.id = i.id AND j.lease_token = i.lease_token AND {running}
 RETURNING j.id`
 
 // jobCompleteOneSQL is jobCompleteSQL for one job, inside a caller's
@@ -142,7 +153,7 @@ UPDATE {job} j SET
 	lease_expires_at = NULL,
 	output = CASE WHEN j.cancel_requested_at IS NULL AND $3::text IS NOT NULL THEN $3::text::jsonb ELSE j.output END,
 	progress = coalesce($4::text::jsonb, j.progress)
-WHERE j.id = $1::bigint AND j.lease_token = $2::bigint AND j.state = 'running'
+WHERE j.id = $1::bigint AND j.lease_token = $2::bigint AND {running}
 RETURNING j.id`
 
 // jobStatesUnderSQL returns, per input row in order, the state of job $1[i]
@@ -160,26 +171,28 @@ ORDER BY i.ord`
 // client's running rows, in whatever order its plan meets them) nor stall
 // behind a long-held lock. $1 ids, $2 tokens. Returns, per input row in order,
 // the id, whether it was renewed, whether its cancel is requested, and whether
-// it was busy: skipped but still holding the lease on the statement's snapshot.
+// it was busy: skipped but still holding the lease on the statement's snapshot
+// (a scalar subquery by primary key, read only for the leases not renewed: the
+// planner may hash an EXISTS over the whole table).
 const jobRenewSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $4::text[]) WITH ORDINALITY AS x(id, lease_token, progress, ord)
 ),
 locked AS (
 	SELECT j.id FROM {job} j JOIN input i ON i.id = j.id
-	WHERE j.lease_token = i.lease_token AND j.state = 'running'
+	WHERE j.lease_token = i.lease_token AND {running}
 	FOR NO KEY UPDATE OF j SKIP LOCKED
 ),
 renewed AS (
 	UPDATE {job} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond',
 		progress = coalesce(i.progress::jsonb, j.progress)
 	FROM input i
-	WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND i.id = j.id AND j.state = 'running'
+	WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND i.id = j.id AND {running}
 	RETURNING j.id, j.cancel_requested_at IS NOT NULL AS cancel_requested
 )
 SELECT i.id, r.id IS NOT NULL, coalesce(r.cancel_requested, false),
-	r.id IS NULL AND EXISTS (SELECT 1 FROM {job} j
-		WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.state = 'running')
+	r.id IS NULL AND coalesce((SELECT j.state = 'running' FROM {job} j
+		WHERE j.id = i.id AND j.lease_token = i.lease_token), false)
 FROM input i LEFT JOIN renewed r ON r.id = i.id
 ORDER BY i.ord`
 
@@ -212,7 +225,7 @@ rescued AS (
 		lease_expires_at = NULL,
 		errors = j.errors || jsonb_build_array(jsonb_build_object(
 			'attempt', j.attempt, 'at', now(), 'error', $2::text))
-	WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.state = 'running'
+	WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND {running}
 	RETURNING j.*
 )
 SELECT {cols} FROM rescued ORDER BY id`

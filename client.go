@@ -302,8 +302,10 @@ type Client struct {
 	periodic map[string]*periodicEntry
 
 	// registryInterval, when set, replaces how often the engine refreshes the
-	// client's registry row (tests; export_test.go).
+	// client's registry row (tests; export_test.go); shareInterval likewise
+	// how often it renews its shares and buckets in steady state.
 	registryInterval time.Duration
+	shareInterval    time.Duration
 }
 
 // clientState is where a client stands in its one life: a failed Start goes

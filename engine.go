@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -211,7 +212,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	e.deps = producerDeps{
 		exec: exec, clientID: cfg.ID, handlers: cfg.Workers, middleware: cfg.WorkerMiddleware,
 		pollInterval: cfg.FetchPollInterval, leaseDuration: cfg.LeaseDuration, leaseBudget: budget,
-		shareInterval: min(cfg.HeartbeatInterval, maxShareInterval),
+		shareInterval: cmp.Or(c.shareInterval, min(cfg.HeartbeatInterval, maxShareInterval)),
 		jobTimeout:    cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
 		leases: e.leases, limited: e.limited, events: e.events, claims: &e.stats.claims,
 		base: context.WithValue(context.WithoutCancel(ctx), handlerScopeKey{}, &handlerScope{driver: c.driver, leases: e.leases, maxBytes: cfg.MaxArgsBytes}),

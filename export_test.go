@@ -6,6 +6,11 @@ import "time"
 // client registry every d instead of every 5 s. Call it before Start.
 func SetClientRefreshInterval(c *Client, d time.Duration) { c.registryInterval = d }
 
+// SetShareInterval makes c, once started, renew its shares of global limits
+// and its buckets of keys every d in steady state instead of every 250 ms (or
+// HeartbeatInterval). Call it before Start.
+func SetShareInterval(c *Client, d time.Duration) { c.shareInterval = d }
+
 // ClientRegistryWrites counts the registry writes c's engine sent, failed
 // ones included; 0 before Start.
 func ClientRegistryWrites(c *Client) int64 {

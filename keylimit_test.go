@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 
 // keyGauge counts the handlers running per key and keeps the most seen at
@@ -385,5 +387,49 @@ func TestKeySharesByMaxWorkers(t *testing.T) {
 	start("parted-small", 4)
 	waitFor(t, time.Minute, "the big client to hold 61 buckets and the small one 3", func() bool {
 		return held("parted-big") == 61 && held("parted-small") == 3
+	})
+}
+
+// TestKeySharesSettleTogether checks that clients starting together divide
+// the buckets within a few renewals at the fast pace (keyGrow), not at the
+// steady one: the first to ask takes all 64, and learns of the other at its
+// next renewal. The steady pace is 10 s here; both come to hold 32 within 3
+// s. Without the fast renewals after a client's first answer, the first held
+// all 64 until its renewal 10 s later.
+func TestKeySharesSettleTogether(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	held := func(holder string) int {
+		var n int
+		if err := b.pool.QueryRow(testCtx(t), "SELECT count(*) FROM "+b.schema+".weir_key_share WHERE queue = 'settle' AND holder = $1 AND expires_at > now()", holder).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, id := range []string{"settle-a", "settle-b"} {
+		cfg := fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }), map[string]weir.QueueConfig{
+			"settle": {MaxWorkers: 10, KeyLimit: weir.KeyLimit{Key: "args.name", Limit: 1}},
+		})
+		cfg.ID, cfg.LeaseDuration, cfg.HeartbeatInterval = id, time.Minute, time.Second
+		driver, err := weirpgx.New(dbtest.PoolAt(t, dbtest.URL(), nil), &weirpgx.Config{Schema: b.schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := weir.NewClient(driver, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		weir.SetShareInterval(c, 10*time.Second)
+		if err := c.Start(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = c.Stop(ctx)
+		})
+	}
+	waitFor(t, 3*time.Second, "each client to hold 32 buckets", func() bool {
+		return held("settle-a") == 32 && held("settle-b") == 32
 	})
 }

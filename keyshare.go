@@ -25,6 +25,13 @@ import (
 // part: buckets come free as the others let theirs go and their jobs end.
 const keyGrow = 50 * time.Millisecond
 
+// keySettle is how many renewals a client sends keyGrow apart after its
+// first answer and after each answer that moved its part: clients of a
+// fleet mostly start together, and a client that took every bucket at its
+// first renewal learns of the others that joined meanwhile at its next one,
+// not a whole renewal interval later.
+const keySettle = 4
+
 // keyState is a producer's hold on buckets of its queue's keys; p.mu guards
 // it.
 type keyState struct {
@@ -45,6 +52,9 @@ type keyState struct {
 	nheld  int
 	target int
 	until  time.Time
+	// settle is how many renewals are still to be sent keyGrow apart
+	// (keySettle).
+	settle int
 	// release are buckets let go here, to delete at the next renewal.
 	release []int
 	// running counts the handlers running by key, of jobs claimed as
@@ -175,6 +185,9 @@ func (p *producer) renewKeys(ctx context.Context) time.Duration {
 			// answer holds those taken since).
 			p.forgetKeysLocked()
 		}
+		if first || s.Target != p.keys.target {
+			p.keys.settle = keySettle
+		}
 		p.keys.limit, p.keys.key, p.keys.target = s.Limit, s.Key, s.Target
 		var held [weirdriver.KeyBuckets]bool
 		for _, b := range s.Held {
@@ -208,9 +221,10 @@ func (p *producer) renewKeys(ctx context.Context) time.Duration {
 	switch {
 	case len(p.keys.release) > 0:
 		next = shareShrink
-	case p.keys.on && p.keys.nheld < p.keys.target:
+	case p.keys.on && (p.keys.nheld < p.keys.target || p.keys.settle > 0):
 		next = keyGrow
 	}
+	p.keys.settle = max(p.keys.settle-1, 0)
 	giveBack := p.takeGiveBackLocked()
 	p.mu.Unlock()
 	p.giveBack(giveBack)

@@ -187,7 +187,20 @@ func (b *bench) limitDrains(ctx context.Context, sys System) ([]result, error) {
 	keyed, err := b.procsDrain(ctx, sys, n, jobs, drainLimits{key: b.o.KeyLimit, keys: b.o.LimitKeys},
 		fmt.Sprintf("W6 drain by %d processes, %s per key of %s", n, group(int64(b.o.KeyLimit)), group(int64(b.o.LimitKeys))),
 		fmt.Sprintf("W6 ×%d %s/key", n, compact(b.o.KeyLimit)))
-	return append(res, keyed...), err
+	res = append(res, keyed...)
+	if err != nil {
+		return res, err
+	}
+	// Each limited drain against the unlimited one of the same round: this
+	// machine's speed drifts between rounds more than within one, so the
+	// median of these ratios is steadier than the ratio of the medians.
+	unlimited := res[0].v
+	res = append(res,
+		result{fig(fmt.Sprintf("W6 global limit %s / no limit, in each round", group(int64(b.o.GlobalLimit))), "", "ratio", "higher", ""),
+			limited[0].v / unlimited},
+		result{fig(fmt.Sprintf("W6 %s per key / no limit, in each round", group(int64(b.o.KeyLimit))), "", "ratio", "higher", ""),
+			keyed[0].v / unlimited})
+	return res, nil
 }
 
 // drainLimits are the limits of a W6 drain: the queue's global limit, its

@@ -200,7 +200,8 @@ func TestBenchEndToEnd(t *testing.T) {
 	for _, s := range []string{"W7 snapshot held pickup p99, ms", "W7 clean completed, jobs/s", "W7 snapshot held, 1s pickup p99, ms",
 		"W8 drain by 1 process, jobs/s", "W8 drain by 2 processes, jobs/s", "W8 drain by 2 processes claims, per s",
 		"W8 200/s by 4 processes pickup p99, ms", "W6 drain by 2 processes, no limit, jobs/s",
-		"W6 drain by 2 processes, global limit 3, jobs/s", "W6 drain by 2 processes, 2 per key of 10, jobs/s"} {
+		"W6 drain by 2 processes, global limit 3, jobs/s", "W6 drain by 2 processes, 2 per key of 10, jobs/s",
+		"W6 global limit 3 / no limit, in each round, ratio", "W6 2 per key / no limit, in each round, ratio"} {
 		if !strings.Contains(r.stdout, "\n"+s+" ") {
 			t.Errorf("the table has no row %q:\n%s", s, r.stdout)
 		}

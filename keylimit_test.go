@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir"
-	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver"
-	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 
 // keyGauge counts the handlers running per key and keeps the most seen at
@@ -363,19 +361,24 @@ func TestKeySharesMove(t *testing.T) {
 	}
 }
 
+// heldBuckets counts the live buckets of queue's keys that holder holds.
+func heldBuckets(t *testing.T, b *bundle, queue, holder string) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(testCtx(t), "SELECT count(*) FROM "+b.schema+".weir_key_share WHERE queue = $1 AND holder = $2 AND expires_at > now()",
+		queue, holder).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestKeySharesByMaxWorkers: two clients of a queue limited per key, of 100
 // and 4 handlers, hold 61 and 3 of its buckets (weirdriver.KeyPart), not 32
 // each: each stores its MaxWorkers as what it wants.
 func TestKeySharesByMaxWorkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	held := func(holder string) int {
-		var n int
-		if err := b.pool.QueryRow(testCtx(t), "SELECT count(*) FROM "+b.schema+".weir_key_share WHERE queue = 'parted' AND holder = $1 AND expires_at > now()", holder).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	held := func(holder string) int { return heldBuckets(t, b, "parted", holder) }
 	start := func(id string, workers int) {
 		cfg := fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }), map[string]weir.QueueConfig{
 			"parted": {MaxWorkers: workers, KeyLimit: weir.KeyLimit{Key: "args.name", Limit: 1}},
@@ -399,35 +402,13 @@ func TestKeySharesByMaxWorkers(t *testing.T) {
 func TestKeySharesSettleTogether(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	held := func(holder string) int {
-		var n int
-		if err := b.pool.QueryRow(testCtx(t), "SELECT count(*) FROM "+b.schema+".weir_key_share WHERE queue = 'settle' AND holder = $1 AND expires_at > now()", holder).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	held := func(holder string) int { return heldBuckets(t, b, "settle", holder) }
 	for _, id := range []string{"settle-a", "settle-b"} {
 		cfg := fastConfig(probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }), map[string]weir.QueueConfig{
 			"settle": {MaxWorkers: 10, KeyLimit: weir.KeyLimit{Key: "args.name", Limit: 1}},
 		})
 		cfg.ID, cfg.LeaseDuration, cfg.HeartbeatInterval = id, time.Minute, time.Second
-		driver, err := weirpgx.New(dbtest.PoolAt(t, dbtest.URL(), nil), &weirpgx.Config{Schema: b.schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := weir.NewClient(driver, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		weir.SetShareInterval(c, 10*time.Second)
-		if err := c.Start(testCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = c.Stop(ctx)
-		})
+		b.startOwnPoolTuned(t, cfg, func(c *weir.Client) { weir.SetShareInterval(c, 10*time.Second) })
 	}
 	waitFor(t, 3*time.Second, "each client to hold 32 buckets", func() bool {
 		return held("settle-a") == 32 && held("settle-b") == 32

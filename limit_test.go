@@ -45,11 +45,18 @@ func limitConfig(id string, work probeFunc) *weir.Config {
 // own, as another process's client would connect, and stops it at cleanup.
 func (b *bundle) startOwnPool(t *testing.T, cfg *weir.Config) *weir.Client {
 	t.Helper()
+	return b.startOwnPoolTuned(t, cfg, nil)
+}
+
+// startOwnPoolTuned is startOwnPool, calling tune (if not nil) on the client
+// before Start.
+func (b *bundle) startOwnPoolTuned(t *testing.T, cfg *weir.Config, tune func(*weir.Client)) *weir.Client {
+	t.Helper()
 	driver, err := weirpgx.New(dbtest.PoolAt(t, dbtest.URL(), nil), &weirpgx.Config{Schema: b.schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return (&bundle{driver: driver}).start(t, cfg)
+	return (&bundle{driver: driver}).startTuned(t, cfg, tune)
 }
 
 // limitChildMain is the child client of TestGlobalLimitExact: it works the

@@ -48,9 +48,18 @@ func fastConfig(workers *weir.Workers, queues map[string]weir.QueueConfig) *weir
 // start makes a client on b's driver with cfg, starts it, and stops it at cleanup.
 func (b *bundle) start(t testing.TB, cfg *weir.Config) *weir.Client {
 	t.Helper()
+	return b.startTuned(t, cfg, nil)
+}
+
+// startTuned is start, calling tune (if not nil) on the client before Start.
+func (b *bundle) startTuned(t testing.TB, cfg *weir.Config, tune func(*weir.Client)) *weir.Client {
+	t.Helper()
 	c, err := weir.NewClient(b.driver, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tune != nil {
+		tune(c)
 	}
 	if err := c.Start(testCtx(t)); err != nil {
 		t.Fatal(err)

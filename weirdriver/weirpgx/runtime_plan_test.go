@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirmigrate"
@@ -18,16 +19,8 @@ import (
 // retryable in the future.
 func busyQueueTable(t *testing.T) (*Driver, string) {
 	t.Helper()
-	pool := dbtest.Pool(t, nil)
-	schema := dbtest.Schema(t)
-	d, err := New(pool, &Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
-		t.Fatal(err)
-	}
-	job := pgx.Identifier{schema, "weir_job"}.Sanitize()
+	d, job := migratedJobTable(t)
+	pool := d.pool
 	// 20,000 jobs: 90% completed, 5% available over 10 queues, 3% running,
 	// 1% scheduled and 1% retryable in the future.
 	if _, err := pool.Exec(t.Context(), `
@@ -53,6 +46,37 @@ LATERAL (SELECT CASE
 		t.Fatal(err)
 	}
 	return d, job
+}
+
+// migratedJobTable returns a driver on a fresh migrated schema, and its job
+// table (qualified).
+func migratedJobTable(t *testing.T) (*Driver, string) {
+	t.Helper()
+	schema := dbtest.Schema(t)
+	d, err := New(dbtest.Pool(t, nil), &Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	return d, pgx.Identifier{schema, "weir_job"}.Sanitize()
+}
+
+// explainNodes returns the EXPLAIN (FORMAT JSON) plan of sql with args, and
+// calls fn on each of its nodes.
+func explainNodes(t *testing.T, pool *pgxpool.Pool, name, sql string, args []any, fn func(map[string]any)) []byte {
+	t.Helper()
+	var plan []byte
+	if err := pool.QueryRow(t.Context(), "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+		t.Fatalf("%s: explain: %v", name, err)
+	}
+	var root []map[string]any
+	if err := json.Unmarshal(plan, &root); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	walkPlan(root[0]["Plan"], fn)
+	return plan
 }
 
 // TestRuntimePlans checks with EXPLAIN that each runtime statement reaches weir_job
@@ -102,16 +126,8 @@ func TestRuntimePlans(t *testing.T) {
 		{"client list", q.clientList, []string{"weir_job_running_idx"}, nil},
 	}
 	for _, c := range cases {
-		var plan []byte
-		if err := pool.QueryRow(t.Context(), "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {
-			t.Fatalf("%s: explain: %v", c.name, err)
-		}
-		var root []map[string]any
-		if err := json.Unmarshal(plan, &root); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
 		var indexes, seqScans []string
-		walkPlan(root[0]["Plan"], func(node map[string]any) {
+		plan := explainNodes(t, pool, c.name, c.sql, c.args, func(node map[string]any) {
 			if name, ok := node["Index Name"].(string); ok {
 				indexes = append(indexes, name)
 			}
@@ -156,16 +172,8 @@ func walkPlan(node any, fn func(map[string]any)) {
 // for outcomes and renewals (docs/store-runtime.md).
 func TestRunningPlansAfterIdleStatistics(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.Pool(t, nil)
-	schema := dbtest.Schema(t)
-	d, err := New(pool, &Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
-		t.Fatal(err)
-	}
-	job := pgx.Identifier{schema, "weir_job"}.Sanitize()
+	d, job := migratedJobTable(t)
+	pool := d.pool
 	if _, err := pool.Exec(t.Context(), `
 INSERT INTO `+job+` (state, queue, kind, args, max_attempts, attempt, lease_token, finalized_at)
 SELECT CASE WHEN g % 10 = 0 THEN 'available' ELSE 'completed' END, 'q', 'k', '{}', 3,
@@ -208,16 +216,8 @@ SELECT array(SELECT id FROM r ORDER BY id LIMIT 200)`).Scan(&running); err != ni
 		{"rescue", q.jobRescue, 1, []any{100, "lost"}},
 	}
 	for _, c := range cases {
-		var plan []byte
-		if err := pool.QueryRow(t.Context(), "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {
-			t.Fatalf("%s: explain: %v", c.name, err)
-		}
-		var root []map[string]any
-		if err := json.Unmarshal(plan, &root); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
 		var runningReads, pkeyReads int
-		walkPlan(root[0]["Plan"], func(node map[string]any) {
+		plan := explainNodes(t, pool, c.name, c.sql, c.args, func(node map[string]any) {
 			switch node["Index Name"] {
 			case "weir_job_running_idx":
 				runningReads++

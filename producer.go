@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir/internal/completer"
+	"github.com/weirq/weir/internal/flow"
 	"github.com/weirq/weir/internal/lease"
 	"github.com/weirq/weir/weirdriver"
 )
@@ -96,12 +97,22 @@ type producer struct {
 	// handlers a few workers do all the work and their stacks stay grown, where
 	// handing jobs round-robin to all MaxWorkers would regrow a stack that the
 	// garbage collector shrank at nearly every job.
-	idleWorkers   []chan *lease.Job
+	idleWorkers   []chan buffered
 	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
-	// share is the producer's share of its queue's global limit (share.go);
-	// keys its buckets of the queue's keys (keyshare.go).
-	share shareState
-	keys  keyState
+	// flow is the producer's share of its queue's global limit and its
+	// buckets of the queue's keys (internal/flow; share.go and keyshare.go
+	// send their renewals).
+	flow flow.Limits
+	// giveBack are buffered jobs of buckets let go: they never start, and
+	// go back to the queue through the completer (unlockGivingBack).
+	giveBack []*lease.Job
+}
+
+// buffered is a job claimed and not started, with what flow control knows
+// of it.
+type buffered struct {
+	job *lease.Job
+	flow.Job
 }
 
 func newProducer(deps producerDeps, queue string, cfg QueueConfig) *producer {
@@ -111,8 +122,8 @@ func newProducer(deps producerDeps, queue string, cfg QueueConfig) *producer {
 		shareWake: make(chan struct{}, 1), keyWake: make(chan struct{}, 1),
 		// A queue declared with a global limit starts nothing before its
 		// first share is written (at once).
-		share: shareState{on: cfg.GlobalLimit > 0},
-		keys:  keyState{on: keyedOf(cfg), running: map[string]int{}, runningJob: map[*lease.Job]string{}},
+		flow: flow.New(flow.Timing{Now: time.Now, Budget: deps.leaseBudget, Interval: deps.shareInterval},
+			cfg.GlobalLimit > 0, keyedOf(cfg)),
 	}
 }
 
@@ -127,8 +138,8 @@ func (p *producer) start(parent context.Context, loops *sync.WaitGroup) {
 		var share sync.WaitGroup
 		// The share of a global limit while the queue has one; the buckets
 		// of its keys while it asks for them.
-		share.Go(func() { p.renewLoop(ctx, p.shareWake, func() bool { return p.share.on }, p.renewShare) })
-		share.Go(func() { p.renewLoop(ctx, p.keyWake, func() bool { return p.keys.on }, p.renewKeys) })
+		share.Go(func() { p.renewLoop(ctx, p.shareWake, p.flow.Share.On, p.renewShare) })
+		share.Go(func() { p.renewLoop(ctx, p.keyWake, p.flow.Keys.On, p.renewKeys) })
 		p.loop(ctx)
 		cancel()
 		share.Wait()
@@ -154,9 +165,7 @@ func (p *producer) setConfig(cfg QueueConfig) {
 		p.idleWorkers = p.idleWorkers[1:]
 	}
 	p.startBufferedLocked()
-	giveBack := p.takeGiveBackLocked()
-	p.mu.Unlock()
-	p.giveBack(giveBack)
+	p.unlockGivingBack()
 	if cfg.GlobalLimit > 0 {
 		p.wantShare() // the limit is stored: keep within a share of it
 	}
@@ -245,15 +254,6 @@ func (p *producer) released() {
 	}
 }
 
-// Backoff of a queue at its global limit: a claim cut short by the limit is
-// tried again after limitRetryMin, doubling to limitRetryMax (and never later
-// than FetchPollInterval), unless an outcome written by this client frees a
-// slot first. Slots freed by other clients are found by these retries.
-const (
-	limitRetryMin = 5 * time.Millisecond
-	limitRetryMax = 100 * time.Millisecond
-)
-
 // hint is poke for an insert notification, which is throttled (hintGap).
 func (p *producer) hint() {
 	select {
@@ -263,15 +263,16 @@ func (p *producer) hint() {
 }
 
 // loop claims jobs until ctx ends (Stop's first step): when woken, when a handler
-// frees a slot, on an insert notification, and every FetchPollInterval otherwise.
+// frees a slot, on an insert notification, and every FetchPollInterval otherwise;
+// pace says how long to wait while the queue's limits cut the claims short.
 func (p *producer) loop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	var (
-		nextPoll   time.Time     // when poll fires
-		lastClaim  time.Time     // when the last claim began
-		lastEmpty  bool          // it found nothing (or failed, or had no room)
-		limitRetry time.Duration // the backoff while at the global limit
+		nextPoll  time.Time // when poll fires
+		lastClaim time.Time // when the last claim began
+		lastEmpty bool      // it found nothing (or failed, or had no room)
+		pace      flow.Pace
 	)
 	for {
 		select {
@@ -302,25 +303,11 @@ func (p *producer) loop(ctx context.Context) {
 		if lim.KeyShare {
 			p.wantKeys()
 		}
-		p.atLimit.Store(lim.Limited)
-		p.atSlots.Store(lim.Limited && lim.Wait == 0)
-		wait := p.pollInterval
-		switch {
-		case err != nil:
-			wait = min(wait, time.Second) // a failed claim (a dropped connection) is retried soon
-		case lim.Wait > 0:
-			wait = min(wait, lim.Wait) // the rate limit admits the next job then
-		case lim.Limited:
-			limitRetry = min(max(2*limitRetry, limitRetryMin), limitRetryMax)
-			wait = min(wait, limitRetry)
-		case more:
-			wait = 0 // the claim filled every free slot: there may be more at once
-		}
-		if !lim.Limited || lim.Wait > 0 {
-			limitRetry = 0
-		}
-		nextPoll = time.Now().Add(wait)
-		poll.Reset(wait)
+		next := pace.After(p.pollInterval, lim, more, err != nil)
+		p.atLimit.Store(next.AtLimit)
+		p.atSlots.Store(next.AtSlots)
+		nextPoll = time.Now().Add(next.Wait)
+		poll.Reset(next.Wait)
 	}
 }
 
@@ -330,29 +317,34 @@ func (p *producer) loop(ctx context.Context) {
 func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err error) {
 	p.mu.Lock()
 	p.startBufferedLocked()
-	giveBack := p.takeGiveBackLocked()
-	// A claim as the holder of buckets of the queue's keys prefetches; a
-	// counted claim of a queue limited per key does not: a prefetched job
-	// would hold its key's slot while it waited.
-	buckets := p.heldBucketsLocked()
-	prefetch := p.cfg.Prefetch
-	if len(buckets) == 0 && (p.cfg.KeyLimit.Limit > 0 || p.keys.limit > 0) {
-		prefetch = 0
-	}
-	room := 0
-	if most := p.maxRunningLocked(); most > 0 && (!p.keys.on || p.keys.tried) {
-		room = most + prefetch - p.running - len(p.buffer)
-	}
+	plan := p.flow.Plan(flow.Load{
+		MaxWorkers: p.cfg.MaxWorkers, Prefetch: p.cfg.Prefetch, KeyLimit: p.cfg.KeyLimit.Limit > 0,
+		Running: p.running, Buffered: len(p.buffer),
+	})
 	var skip []string
-	if len(buckets) > 0 {
+	if len(plan.Buckets) > 0 {
 		skip = p.skipKeysLocked()
 	}
-	p.mu.Unlock()
-	p.giveBack(giveBack)
-	if room <= 0 || p.backlogFull() {
+	p.unlockGivingBack()
+	if plan.Room <= 0 || p.backlogFull() {
 		return 0, false, lim, nil // a freed slot, or room in the backlog, pokes
 	}
+	jobs, lim, err := p.claim(&weirdriver.JobClaimParams{
+		Queue: p.queue, Max: plan.Room, ClientID: p.clientID, LeaseDuration: p.leaseDuration,
+		KeyBuckets: plan.Buckets, SkipKeys: skip,
+	})
+	if len(jobs) == 0 {
+		return 0, false, lim, err
+	}
+	if !p.bufferClaimed(jobs, lim) {
+		return len(jobs), false, lim, nil
+	}
+	return len(jobs), len(jobs) == plan.Room, lim, nil
+}
 
+// claim sends params and returns the jobs claimed, leased in p.leases, and
+// what the queue's limits said of the claim.
+func (p *producer) claim(params *weirdriver.JobClaimParams) ([]*lease.Job, weirdriver.ClaimLimit, error) {
 	// A claim in flight is let finish when Stop begins (its jobs are then released),
 	// and interrupted only when Stop's budget runs out, or when it takes so long that
 	// its leases could no longer be trusted anyway: an interrupted claim may have
@@ -360,19 +352,16 @@ func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err er
 	ctx, cancel := context.WithTimeout(p.hard, p.leaseBudget)
 	defer cancel()
 	sent := time.Now()
-	rows, lim, err := p.exec.JobClaim(ctx, &weirdriver.JobClaimParams{
-		Queue: p.queue, Max: room, ClientID: p.clientID, LeaseDuration: p.leaseDuration,
-		KeyBuckets: buckets, SkipKeys: skip,
-	})
+	rows, lim, err := p.exec.JobClaim(ctx, params)
 	p.claims.Add(1)
 	if err != nil {
 		if p.hard.Err() == nil {
 			p.limited.log(slog.LevelError, "weir: claim jobs", p.queue, slog.String("queue", p.queue), slog.Any("error", err))
 		}
-		return 0, false, lim, err
+		return nil, lim, err
 	}
 	if len(rows) == 0 {
-		return 0, false, lim, nil
+		return nil, lim, nil
 	}
 	deadline := sent.Add(p.leaseBudget)
 	jobs := make([]*lease.Job, len(rows))
@@ -380,26 +369,29 @@ func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err er
 		jobs[i] = lease.NewJob(row, prepare(p.handlers.byKind[row.Kind], row), deadline)
 	}
 	p.leases.Add(jobs)
+	return jobs, lim, nil
+}
 
+// bufferClaimed buffers the jobs of a claim that said lim and starts those
+// that may start. When Stop began while the claim was in flight, it gives
+// them back, every buffered job with them, and reports false.
+func (p *producer) bufferClaimed(jobs []*lease.Job, lim weirdriver.ClaimLimit) bool {
 	p.mu.Lock()
 	for i, j := range jobs {
-		b := buffered{job: j, bucket: -1}
+		b := buffered{job: j, Job: flow.Counted}
 		if lim.Owned {
-			b.key, b.bucket = lim.Keys[i], weirdriver.KeyBucket(lim.Keys[i])
+			b.Job = flow.Holder(lim.Keys[i])
 		}
 		p.buffer = append(p.buffer, b)
 	}
 	if !p.claiming {
-		// Stop began while the claim was in flight: give these back too.
 		p.mu.Unlock()
 		p.releaseBuffered()
-		return len(rows), false, lim, nil
+		return false
 	}
 	p.startBufferedLocked()
-	giveBack = p.takeGiveBackLocked()
-	p.mu.Unlock()
-	p.giveBack(giveBack)
-	return len(rows), len(rows) == room, lim, nil
+	p.unlockGivingBack()
+	return true
 }
 
 // startBufferedLocked starts buffered jobs while workers are free, in claim
@@ -409,55 +401,46 @@ func (p *producer) startBufferedLocked() {
 	if !p.claiming {
 		return
 	}
-	most := p.maxRunningLocked()
-	now := time.Now()
+	most := p.flow.Share.MaxRunning(p.cfg.MaxWorkers)
+	now := p.flow.Now()
 	for i := 0; i < len(p.buffer) && p.running < most; {
 		b := p.buffer[i]
-		start, giveBack := p.mayStartLocked(b, now)
+		start, giveBack := p.flow.Keys.MayStart(b.Job, now)
 		if !start {
 			if giveBack {
 				p.buffer = slices.Delete(p.buffer, i, i+1)
-				p.keys.giveBack = append(p.keys.giveBack, b.job)
+				p.giveBack = append(p.giveBack, b.job)
 				continue
 			}
 			i++
 			continue
 		}
 		p.buffer = slices.Delete(p.buffer, i, i+1)
-		j := b.job
-		if !p.leases.MarkRunning(j, p.base) {
+		if !p.leases.MarkRunning(b.job, p.base) {
 			continue // the lease was lost while the job waited
 		}
-		if b.bucket >= 0 {
-			p.keys.running[b.key]++
-			p.keys.runningJob[j] = b.key
-		}
+		p.flow.Keys.Started(b.Job)
 		p.running++
 		if n := len(p.idleWorkers); n > 0 {
 			inbox := p.idleWorkers[n-1]
 			p.idleWorkers = p.idleWorkers[:n-1]
-			inbox <- j // an idle worker's inbox is empty: this never blocks
+			inbox <- b // an idle worker's inbox is empty: this never blocks
 			continue
 		}
 		// No worker is idle, so fewer than running ≤ MaxWorkers exist.
-		p.workers.Go(func() { p.work(j) })
+		p.workers.Go(func() { p.work(b) })
 	}
 }
 
-// work is a worker goroutine: it runs j, then each job handed to it while it
+// work is a worker goroutine: it runs b, then each job handed to it while it
 // was idle, until stopWorkers.
-func (p *producer) work(j *lease.Job) {
-	inbox := make(chan *lease.Job, 1)
+func (p *producer) work(b buffered) {
+	inbox := make(chan buffered, 1)
 	for {
-		p.run(j)
+		p.run(b.job)
 		p.mu.Lock()
 		p.running--
-		if key, ok := p.keys.runningJob[j]; ok {
-			delete(p.keys.runningJob, j)
-			if p.keys.running[key]--; p.keys.running[key] == 0 {
-				delete(p.keys.running, key)
-			}
-		}
+		p.flow.Keys.Ended(b.Job)
 		if p.running == 0 && p.idle != nil {
 			close(p.idle)
 			p.idle = nil
@@ -473,18 +456,23 @@ func (p *producer) work(j *lease.Job) {
 			p.idleWorkers = append(p.idleWorkers, inbox)
 		}
 		p.startBufferedLocked()
-		giveBack := p.takeGiveBackLocked()
-		p.mu.Unlock()
-		p.giveBack(giveBack)
+		p.unlockGivingBack()
 		p.poke()
 		if excess {
 			return
 		}
 		var ok bool
-		if j, ok = awaitJob(inbox); !ok {
+		if b, ok = awaitJob(inbox); !ok {
 			return
 		}
 	}
+}
+
+// unlockGivingBack unlocks p.mu and gives back the jobs of buckets let go.
+func (p *producer) unlockGivingBack() {
+	jobs := p.takeGiveBackLocked()
+	p.mu.Unlock()
+	p.giveBackJobs(jobs)
 }
 
 // workerStackReserve is the stack a worker keeps in use while it waits for its
@@ -500,11 +488,11 @@ const workerStackReserve = 4 << 10
 // workerStackReserve of its stack in use.
 //
 //go:noinline
-func awaitJob(inbox <-chan *lease.Job) (*lease.Job, bool) {
+func awaitJob(inbox <-chan buffered) (buffered, bool) {
 	var reserve [workerStackReserve]byte
 	keep(&reserve)
-	j, ok := <-inbox
-	return j, ok
+	b, ok := <-inbox
+	return b, ok
 }
 
 // keep takes the reserve's address, so that the compiler keeps it on the
@@ -619,5 +607,5 @@ func (p *producer) releaseBuffered() {
 	}
 	p.buffer = nil
 	p.mu.Unlock()
-	p.giveBack(jobs)
+	p.giveBackJobs(jobs)
 }

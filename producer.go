@@ -329,22 +329,22 @@ func (p *producer) fill() (got int, more bool, lim weirdriver.ClaimLimit, err er
 	if plan.Room <= 0 || p.backlogFull() {
 		return 0, false, lim, nil // a freed slot, or room in the backlog, pokes
 	}
-	jobs, lim, err := p.claim(&weirdriver.JobClaimParams{
+	rows, deadline, lim, err := p.claim(&weirdriver.JobClaimParams{
 		Queue: p.queue, Max: plan.Room, ClientID: p.clientID, LeaseDuration: p.leaseDuration,
 		KeyBuckets: plan.Buckets, SkipKeys: skip,
 	})
-	if len(jobs) == 0 {
+	if len(rows) == 0 {
 		return 0, false, lim, err
 	}
-	if !p.bufferClaimed(jobs, lim) {
-		return len(jobs), false, lim, nil
+	if !p.bufferClaimed(rows, deadline, lim) {
+		return len(rows), false, lim, nil
 	}
-	return len(jobs), len(jobs) == plan.Room, lim, nil
+	return len(rows), len(rows) == plan.Room, lim, nil
 }
 
-// claim sends params and returns the jobs claimed, leased in p.leases, and
-// what the queue's limits said of the claim.
-func (p *producer) claim(params *weirdriver.JobClaimParams) ([]*lease.Job, weirdriver.ClaimLimit, error) {
+// claim sends params and returns the rows claimed, when their leases stop
+// being trusted, and what the queue's limits said of the claim.
+func (p *producer) claim(params *weirdriver.JobClaimParams) ([]*JobRow, time.Time, weirdriver.ClaimLimit, error) {
 	// A claim in flight is let finish when Stop begins (its jobs are then released),
 	// and interrupted only when Stop's budget runs out, or when it takes so long that
 	// its leases could no longer be trusted anyway: an interrupted claim may have
@@ -358,24 +358,21 @@ func (p *producer) claim(params *weirdriver.JobClaimParams) ([]*lease.Job, weird
 		if p.hard.Err() == nil {
 			p.limited.log(slog.LevelError, "weir: claim jobs", p.queue, slog.String("queue", p.queue), slog.Any("error", err))
 		}
-		return nil, lim, err
+		return nil, time.Time{}, lim, err
 	}
-	if len(rows) == 0 {
-		return nil, lim, nil
-	}
-	deadline := sent.Add(p.leaseBudget)
+	return rows, sent.Add(p.leaseBudget), lim, nil
+}
+
+// bufferClaimed leases the rows of a claim that said lim, trusted until
+// deadline, buffers them and starts those that may start. When Stop began
+// while the claim was in flight, it gives them back, every buffered job with
+// them, and reports false.
+func (p *producer) bufferClaimed(rows []*JobRow, deadline time.Time, lim weirdriver.ClaimLimit) bool {
 	jobs := make([]*lease.Job, len(rows))
 	for i, row := range rows {
 		jobs[i] = lease.NewJob(row, prepare(p.handlers.byKind[row.Kind], row), deadline)
 	}
 	p.leases.Add(jobs)
-	return jobs, lim, nil
-}
-
-// bufferClaimed buffers the jobs of a claim that said lim and starts those
-// that may start. When Stop began while the claim was in flight, it gives
-// them back, every buffered job with them, and reports false.
-func (p *producer) bufferClaimed(jobs []*lease.Job, lim weirdriver.ClaimLimit) bool {
 	p.mu.Lock()
 	for i, j := range jobs {
 		b := buffered{job: j, Job: flow.Counted}

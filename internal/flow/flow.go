@@ -7,8 +7,9 @@
 // the owner sends it; Apply takes the answer and returns a Decision, which
 // the owner carries out.
 //
-// The properties it keeps are those the models of model/ check of the
-// client (docs/model.md): flow_test.go replays each broken variant.
+// The models of model/share.pml and model/keyshare.pml (docs/model.md)
+// check the protocols these steps are part of; flow_test.go replays each of
+// their broken variants that has a line here.
 package flow
 
 import (

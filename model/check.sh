@@ -3,7 +3,7 @@
 # model/limit.pml, the model of a queue's global limit's claim,
 # model/share.pml, the model of the shares that keep it, and
 # model/keyshare.pml, the model of the shares of a queue's keys that keep its
-# limit per key, with spin (docs/model.md). `make model` runs it.
+# limit per key, with spin (docs/design/model.md). `make model` runs it.
 #
 # 1. The protocols as weir runs them, each model in one or more configurations,
 #    searched exhaustively (no bitstate hashing, no hash compaction): any error,

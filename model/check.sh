@@ -135,7 +135,7 @@ broken STOP_NIL_ON_LOST  G2   'g2'
 broken HB_STOP_EARLY     KEEP 'lfault'
 broken NO_TX_FENCE       G3   '== *gl\[j\]' -DCOMPLETE_TX
 
-# The global limit of a queue (model/limit.pml, docs/flow-control.md, G11): the
+# The global limit of a queue (model/limit.pml, docs/design/flow-control.md, G11): the
 # claim as weir runs it, then the two ways of getting it wrong.
 model="$here/limit.pml"
 exhaustive limit-3-jobs -DNJ=3

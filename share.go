@@ -8,7 +8,7 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// A queue's global limit is kept by shares (docs/flow-control.md): each
+// A queue's global limit is kept by shares (docs/design/flow-control.md): each
 // client that runs the queue holds a share of the limit in the database,
 // leased like a job and renewed every shareInterval, and starts no more
 // handlers at once than its share's Fair. A client that holds a share claims

@@ -1,6 +1,6 @@
 -- weir_ready_claim leases up to n due jobs of queue q to client_id for
 -- lease_us microseconds, read from the ready list (docs/design/storage.md) and
--- kept within the queue's limits (docs/flow-control.md). It returns the jobs
+-- kept within the queue's limits (docs/flow-control.md, docs/design/flow-control.md). It returns the jobs
 -- it leased, then, when there is something the client should know, one more
 -- row with no id (the marker): its kind says whether a limit cut the claim
 -- short ('capped'), whether the global limit did so for a client without a

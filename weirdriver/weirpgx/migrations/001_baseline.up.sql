@@ -254,7 +254,7 @@ CREATE TABLE weir_key_rate (
     PRIMARY KEY (queue, key)
 );
 
--- Shares of a queue's global limit (docs/flow-control.md). A client that runs
+-- Shares of a queue's global limit (docs/design/flow-control.md). A client that runs
 -- a limited queue holds a share: how many of the queue's handlers it may run at
 -- once, leased like a job (expires_at) and renewed every few hundred
 -- milliseconds, written only under the lock the queue's limited claims take

@@ -42,15 +42,15 @@ bench-drain: ## W1: drain 200,000 no-op jobs with one client, 3 times (jobs/s)
 	$(GO) test -run '^$$' -bench 'Drain' -benchtime 1x -count 3 -timeout 30m .
 
 .PHONY: model
-model: ## Check the Promela model of the lease protocol with spin (docs/model.md)
+model: ## Check the Promela model of the lease protocol with spin (docs/design/model.md)
 	model/check.sh
 
 .PHONY: soak
-soak: ## The long soak: 10 minutes, every fault, on a throwaway PostgreSQL (docs/reliability.md)
+soak: ## The long soak: 10 minutes, every fault, on a throwaway PostgreSQL (docs/design/reliability.md)
 	$(GO) run ./cmd/weir soak --start-postgres --faults all --duration 10m --rate 120
 
 .PHONY: soak-long
-soak-long: ## The long haul: 30 minutes, every fault, on a throwaway PostgreSQL (docs/reliability.md)
+soak-long: ## The long haul: 30 minutes, every fault, on a throwaway PostgreSQL (docs/design/reliability.md)
 	$(GO) run ./cmd/weir soak --start-postgres --faults all --duration 30m --rate 150
 
 .PHONY: bench-compare

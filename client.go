@@ -120,7 +120,7 @@ type QueueConfig struct {
 	// 0 means the default: MaxWorkers/4, at most 100; -1 means none. Range:
 	// -1 to 10,000. Under a limit of running jobs per key (KeyLimit), only a
 	// client holding buckets of the queue's keys prefetches (on PostgreSQL;
-	// docs/flow-control.md): a job claimed counted would hold one of its
+	// docs/design/flow-control.md): a job claimed counted would hold one of its
 	// key's slots while it waited.
 	Prefetch int
 	// GlobalLimit, when set, is the most handlers of this queue that may run

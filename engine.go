@@ -19,7 +19,7 @@ import (
 )
 
 // engine is a started client's moving parts. Start builds it and wires its
-// services together; Stop tears it down in the order docs/contract.md gives.
+// services together; Stop tears it down in the order docs/design/contract.md gives.
 // Each service gets what it works with (its deps) rather than the engine.
 type engine struct {
 	cfg    *Config

@@ -533,7 +533,7 @@ func TestNotMigrated(t *testing.T) {
 	b := setup(t, &setupOpts{noMigrate: true})
 	ctx := testCtx(t)
 	_, err := b.client.Insert(ctx, emailArgs{}, nil)
-	if !errors.Is(err, weir.ErrNotMigrated) || !strings.Contains(err.Error(), "001_create_job") ||
+	if !errors.Is(err, weir.ErrNotMigrated) || !strings.Contains(err.Error(), "001_baseline") ||
 		!strings.Contains(err.Error(), "weir migrate up") {
 		t.Fatalf("insert on an unmigrated schema: %v", err)
 	}

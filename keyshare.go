@@ -13,7 +13,7 @@ import (
 )
 
 // A queue's limit per key is kept, on PostgreSQL, by shares of its keys
-// (docs/flow-control.md, "How key shares keep it"): the keys fall into
+// (docs/design/flow-control.md, "How key shares keep them"): the keys fall into
 // weirdriver.KeyBuckets buckets, and each client that runs the queue holds
 // some of them in the database, leased and renewed as a share of a global
 // limit is. What the buckets held allow is internal/flow's (flow.Keys);

@@ -9,7 +9,7 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// A queue's global limit is kept by shares (docs/flow-control.md): each
+// A queue's global limit is kept by shares (docs/design/flow-control.md): each
 // client that runs the queue holds a share of the limit in the database,
 // leased like a job and renewed every shareInterval. What a share allows is
 // internal/flow's (flow.Share); this file sends its renewals.

@@ -62,7 +62,7 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	}
 }
 
-// shutdown runs the steps of docs/contract.md's Shutdown.
+// shutdown runs the steps of docs/design/contract.md's Shutdown.
 func (e *engine) shutdown(ctx context.Context, hard bool) error {
 	whole := ctx // the whole budget, tail included
 	deadline, hasDeadline := ctx.Deadline()

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weirq/weir"
-	"github.com/weirq/weir/weirmigrate"
 )
 
 // sqlConn is a plain connection, as another language's driver or psql would have.
@@ -430,68 +429,6 @@ func TestSQLEnqueueUniqueErrorsMatchGo(t *testing.T) {
 		if _, err := conn.Exec(ctx, "SELECT * FROM "+b.schema+".weir_enqueue('k', unique_on_conflict => "+m+")"); err != nil {
 			t.Errorf("mode %s: %v", m, err)
 		}
-	}
-}
-
-// TestSQLEnqueueMigration008 checks migration 008 up and down: down restores
-// weir_enqueue exactly as it was before, and both directions keep the grants
-// made on the function by hand (which DROP FUNCTION would lose), or leave its
-// privileges at their default when none were made.
-func TestSQLEnqueueMigration008(t *testing.T) {
-	t.Parallel()
-	for _, granted := range []bool{false, true} {
-		t.Run(fmt.Sprint("granted=", granted), func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, &setupOpts{noMigrate: true})
-			ctx := testCtx(t)
-			m := weirmigrate.New(b.driver)
-			if _, err := m.Up(ctx, &weirmigrate.UpOpts{TargetVersion: 7}); err != nil {
-				t.Fatal(err)
-			}
-			// fn returns the one weir_enqueue's definition and its ACL.
-			fn := func() (def string, acl string) {
-				t.Helper()
-				err := b.pool.QueryRow(ctx, `SELECT pg_get_functiondef(p.oid), coalesce(p.proacl::text, 'default')
-					FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
-					WHERE n.nspname = $1 AND p.proname = 'weir_enqueue'`, b.schema).Scan(&def, &acl)
-				if err != nil {
-					t.Fatal(err) // none, or more than one
-				}
-				return def, acl
-			}
-			role := b.schema + "_caller"
-			if granted {
-				if _, err := b.pool.Exec(ctx, "CREATE ROLE "+role); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					ctx := context.Background()
-					_, _ = b.pool.Exec(ctx, "DROP OWNED BY "+role)
-					_, _ = b.pool.Exec(ctx, "DROP ROLE "+role)
-				})
-				sig := b.schema + ".weir_enqueue(text, jsonb, text, integer, timestamptz, integer, text[], jsonb, boolean, boolean, interval, text[], integer)"
-				if _, err := b.pool.Exec(ctx, "REVOKE ALL ON FUNCTION "+sig+" FROM PUBLIC; GRANT EXECUTE ON FUNCTION "+sig+" TO "+role); err != nil {
-					t.Fatal(err)
-				}
-			}
-			def7, acl7 := fn()
-			if _, err := m.Up(ctx, nil); err != nil {
-				t.Fatal(err)
-			}
-			def8, acl8 := fn()
-			if !strings.Contains(def8, "unique_on_conflict") || acl8 != acl7 {
-				t.Fatalf("after up: ACL %s, was %s; definition has unique_on_conflict: %v", acl8, acl7, strings.Contains(def8, "unique_on_conflict"))
-			}
-			if granted != strings.Contains(acl8, role) || granted == (acl8 == "default") {
-				t.Fatalf("after up: ACL %s", acl8)
-			}
-			if _, err := m.Down(ctx, &weirmigrate.DownOpts{TargetVersion: 7}); err != nil {
-				t.Fatal(err)
-			}
-			if def, acl := fn(); def != def7 || acl != acl7 {
-				t.Fatalf("after down: ACL %s (was %s); definition\n%s\nwas\n%s", acl, acl7, def, def7)
-			}
-		})
 	}
 }
 

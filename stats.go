@@ -30,7 +30,7 @@ type Stats struct {
 	Finalized int64
 	// Released counts jobs given back before their handler started, without
 	// spending an attempt: prefetched jobs at Stop, and the buffered jobs of a
-	// bucket of keys that the client lets go (docs/flow-control.md).
+	// bucket of keys that the client lets go (docs/design/flow-control.md).
 	Released int64
 	// Abandoned counts outcomes not written because the lease could no longer be
 	// trusted, Stop's budget ran out, or the handler returned after Stop had

@@ -3,7 +3,7 @@
 # model/limit.pml, the model of a queue's global limit's claim,
 # model/share.pml, the model of the shares that keep it, and
 # model/keyshare.pml, the model of the shares of a queue's keys that keep its
-# limit per key, with spin (docs/model.md). `make model` runs it.
+# limit per key, with spin (docs/design/model.md). `make model` runs it.
 #
 # 1. The protocols as weir runs them, each model in one or more configurations,
 #    searched exhaustively (no bitstate hashing, no hash compaction): any error,
@@ -135,7 +135,7 @@ broken STOP_NIL_ON_LOST  G2   'g2'
 broken HB_STOP_EARLY     KEEP 'lfault'
 broken NO_TX_FENCE       G3   '== *gl\[j\]' -DCOMPLETE_TX
 
-# The global limit of a queue (model/limit.pml, docs/flow-control.md, G11): the
+# The global limit of a queue (model/limit.pml, docs/design/flow-control.md, G11): the
 # claim as weir runs it, then the two ways of getting it wrong.
 model="$here/limit.pml"
 exhaustive limit-3-jobs -DNJ=3

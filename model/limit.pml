@@ -1,5 +1,5 @@
 /*
- * model/limit.pml: a queue's global limit (docs/flow-control.md, G11), as the
+ * model/limit.pml: a queue's global limit (docs/design/flow-control.md, G11), as the
  * claim enforces it: NC clients claim jobs of one queue limited to LIMIT, run
  * handlers, write fenced outcomes, crash; a rescuer takes back the jobs of
  * crashed clients. The property: at no instant do more than LIMIT handlers

@@ -1,5 +1,5 @@
 /*
- * model/share.pml: a queue's global limit kept by shares (docs/flow-control.md,
+ * model/share.pml: a queue's global limit kept by shares (docs/design/flow-control.md,
  * G11, migration 015). NC clients run jobs of one queue limited to LIMIT. A
  * client that holds a share claims jobs without the limit's count and starts
  * handlers only within its share's fair part; a client without one (an older
@@ -138,7 +138,7 @@ end:
 	 * jobs of clients without one: one step, since under the lock no other
 	 * counting writer runs, and what runs beside it (outcomes, rescues, share
 	 * holders' claims) adds nothing that the other counting writers would
-	 * not see in turn (docs/flow-control.md). */
+	 * not see in turn (docs/design/flow-control.md). */
 	:: !crashed[me] && live[me] ->
 		/* The share read, then the leases committed: the share may run out
 		 * in between, and another client count before they commit. */

@@ -1,7 +1,7 @@
 /*
  * weir.pml: a model of weir's lease protocol, for the spin model checker.
  *
- * docs/model.md says what this covers, what it leaves out, and how each step maps
+ * docs/design/model.md says what this covers, what it leaves out, and how each step maps
  * to the runtime (producer.go, engine.go, internal/lease, internal/completer), to the
  * maintenance leader (internal/maintenance/tasks.go) and to the statements of
  * weirdriver/weirpgx/runtime_queries.go. model/check.sh runs it (`make model`).

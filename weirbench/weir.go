@@ -138,13 +138,13 @@ func (s *weirSystem) Open(pool *pgxpool.Pool, cfg ClientConfig) (Client, error) 
 		if cfg.GlobalLimit > 0 {
 			// The throughput settings' prefetch: a job waiting in a client's
 			// buffer holds no slot of the limit, which bounds handlers
-			// through the client's share (docs/flow-control.md).
+			// through the client's share (docs/design/flow-control.md).
 			q.GlobalLimit = cfg.GlobalLimit
 		}
 		if cfg.KeyLimit > 0 {
 			// The same prefetch: a client holding buckets of the queue's
 			// keys keeps each key within its limit itself, and a job
-			// waiting in its buffer holds no slot (docs/flow-control.md).
+			// waiting in its buffer holds no slot (docs/design/flow-control.md).
 			q.KeyLimit = weir.KeyLimit{Key: "args.key", Limit: cfg.KeyLimit}
 		}
 		wcfg.Queues = map[string]weir.QueueConfig{weir.DefaultQueue: q}

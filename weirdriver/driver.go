@@ -49,6 +49,15 @@ type Driver interface {
 	ControlChannel() string
 }
 
+// PrereleaseChain is implemented by a driver whose schema was built, before
+// weir's first release, by a chain of migrations that its baseline (migration
+// 1) replaces: PrereleaseMigrations names them in version order. weirmigrate
+// records a database migrated by the whole chain as at the baseline, which
+// produces the same schema, and refuses one migrated by part of it.
+type PrereleaseChain interface {
+	PrereleaseMigrations() []string
+}
+
 // Migration is one versioned schema change.
 type Migration struct {
 	Version int

@@ -15,11 +15,17 @@ const (
 	MarkCompatible = "-- weir:compatible"
 	// MarkDropsJobs in a down file sets Migration.DropsJobs.
 	MarkDropsJobs = "-- weir:drops-jobs"
+	// MarkInstall, followed by a space and a file's path in the migrations'
+	// file system, on a line of its own anywhere in a file, stands for that
+	// file's text: a SQL function's body lives in one source file, which the
+	// migrations that create or change the function install.
+	MarkInstall = "-- weir:install"
 )
 
 // LoadMigrations reads a driver's migrations from dir in fsys: pairs of files named
 // NNN_name.up.sql and NNN_name.down.sql, numbered 1, 2, 3... without gaps. The
-// marks are read from each file's header, the comment lines it starts with.
+// marks are read from each file's header, the comment lines it starts with;
+// each MarkInstall line is replaced by the text of the file it names.
 func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	names, err := fs.Glob(fsys, dir+"/*.up.sql")
 	if err != nil {
@@ -41,8 +47,16 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %q has no down file", base)
 		}
+		upSQL, err := expandInstalls(fsys, name, string(up))
+		if err != nil {
+			return nil, err
+		}
+		downSQL, err := expandInstalls(fsys, dir+"/"+base+".down.sql", string(down))
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, Migration{
-			Version: version, Name: label, Up: string(up), Down: string(down),
+			Version: version, Name: label, Up: upSQL, Down: downSQL,
 			Compatible: hasMark(string(up), MarkCompatible),
 			DropsJobs:  hasMark(string(down), MarkDropsJobs),
 		})
@@ -71,4 +85,30 @@ func hasMark(sql, mark string) bool {
 		}
 	}
 	return false
+}
+
+// expandInstalls replaces each MarkInstall line of sql, the text of the file
+// named name, by the text of the file it names in fsys.
+func expandInstalls(fsys fs.FS, name, sql string) (string, error) {
+	if !strings.Contains(sql, MarkInstall) {
+		return sql, nil
+	}
+	var b strings.Builder
+	for line := range strings.Lines(sql) {
+		path, ok := strings.CutPrefix(strings.TrimSpace(line), MarkInstall+" ")
+		if !ok {
+			b.WriteString(line)
+			continue
+		}
+		path = strings.TrimSpace(path)
+		text, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return "", fmt.Errorf("migration file %q installs %q: %w", name, path, err)
+		}
+		b.Write(text)
+		if !strings.HasSuffix(string(text), "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String(), nil
 }

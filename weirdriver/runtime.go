@@ -417,7 +417,7 @@ type Listener interface {
 
 // ReadyCompacter is an Executor whose claims walk a ready list kept apart from
 // the job table, which the maintenance leader compacts now and then (the
-// PostgreSQL driver: docs/storage.md in weir's repository). Executors without
+// PostgreSQL driver: docs/design/storage.md in weir's repository). Executors without
 // one need no compaction.
 type ReadyCompacter interface {
 	// ReadyCompact empties each segment of the ready list whose rows are

@@ -83,7 +83,9 @@ var ErrIncompatible = errors.New("schema is newer than this weir")
 
 // Up applies pending migrations in order and returns those it applied. A
 // database that also has migrations this weir does not know, all of them marked
-// compatible, has nothing pending.
+// compatible, has nothing pending. A database that a weir before 0.1.0 migrated
+// by the whole chain that the baseline replaces has the baseline's schema: Up
+// records the baseline as applied, without running it, and returns it first.
 func (m *Migrator) Up(ctx context.Context, opts *UpOpts) ([]Migration, error) {
 	if opts == nil {
 		opts = &UpOpts{}
@@ -196,15 +198,34 @@ func (m *Migrator) migrate(ctx context.Context, dir direction, plan func(tx weir
 	if err != nil {
 		return nil, err
 	}
+	prerelease, err := m.prerelease(applied)
+	if err != nil {
+		return nil, err
+	}
+	var adopted []weirdriver.Migration
+	if prerelease {
+		if dir == down {
+			return nil, fmt.Errorf("%s schema %q was migrated by a weir before 0.1.0: run `weir migrate up`, which records it at the baseline, before reverting",
+				m.driver.Name(), m.driver.Schema())
+		}
+		baseline := m.driver.Migrations()[0]
+		adopted = []weirdriver.Migration{baseline}
+		applied = []weirdriver.AppliedMigration{{Version: baseline.Version, Name: baseline.Name}}
+	}
 	todo, err := plan(tx, applied)
 	if err != nil {
 		return nil, err
 	}
-	if len(todo) == 0 {
+	if len(todo) == 0 && !prerelease {
 		return nil, nil // the deferred rollback ends the transaction
 	}
 	if err := tx.Prepare(ctx); err != nil {
 		return nil, fmt.Errorf("prepare migration: %w", err)
+	}
+	if prerelease {
+		if err := adoptBaseline(ctx, tx, len(m.prereleaseChain()), adopted[0]); err != nil {
+			return nil, fmt.Errorf("record %s at the baseline: %w", m.driver.Name(), err)
+		}
 	}
 	for _, mig := range todo {
 		body := mig.Up
@@ -221,7 +242,63 @@ func (m *Migrator) migrate(ctx context.Context, dir direction, plan func(tx weir
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("commit migration: %w", err)
 	}
-	return todo, nil
+	return append(adopted, todo...), nil
+}
+
+// prereleaseChain returns the names of the driver's pre-release migrations,
+// which its baseline replaces (weirdriver.PrereleaseChain); none when it has
+// no such chain.
+func (m *Migrator) prereleaseChain() []string {
+	if pc, ok := m.driver.(weirdriver.PrereleaseChain); ok {
+		return pc.PrereleaseMigrations()
+	}
+	return nil
+}
+
+// prerelease reports whether applied is the driver's whole pre-release chain,
+// which leaves the schema its baseline makes. A database migrated by part of
+// the chain, or by migrations that start as the chain does and then differ,
+// is an error that says what to do: this weir can neither revert nor finish
+// that chain.
+func (m *Migrator) prerelease(applied []weirdriver.AppliedMigration) (bool, error) {
+	chain := m.prereleaseChain()
+	known := m.driver.Migrations()
+	if len(chain) == 0 || len(applied) == 0 || applied[0].Name != chain[0] ||
+		len(known) > 0 && known[0].Name == chain[0] {
+		return false, nil
+	}
+	for i, a := range applied {
+		if i >= len(chain) || a.Version != i+1 || a.Name != chain[i] {
+			return false, fmt.Errorf("%s schema %q has migration %s where a weir before 0.1.0 had %s: the migration table is inconsistent",
+				m.driver.Name(), m.driver.Schema(), Migration{Version: a.Version, Name: a.Name}, chainName(chain, i))
+		}
+	}
+	if len(applied) < len(chain) {
+		last := applied[len(applied)-1]
+		return false, fmt.Errorf("%w: %s schema %q was migrated by a weir before 0.1.0 up to %s, not to the last migration of that weir, %s: migrate it there with the weir that applied it, then run this weir's `weir migrate up`",
+			ErrNotMigrated, m.driver.Name(), m.driver.Schema(), Migration{Version: last.Version, Name: last.Name}, chainName(chain, len(chain)-1))
+	}
+	return true, nil
+}
+
+// chainName names the pre-release migration at index i of chain.
+func chainName(chain []string, i int) string {
+	if i >= len(chain) {
+		return "nothing"
+	}
+	return Migration{Version: i + 1, Name: chain[i]}.String()
+}
+
+// adoptBaseline replaces the records of the n pre-release migrations by one of
+// baseline, applied and not compatible: code that does not know the baseline
+// cannot run on its schema.
+func adoptBaseline(ctx context.Context, tx weirdriver.MigrationTx, n int, baseline weirdriver.Migration) error {
+	for v := n; v >= 1; v-- {
+		if err := tx.Unrecord(ctx, v); err != nil {
+			return err
+		}
+	}
+	return tx.RecordCompatible(ctx, baseline.Version, baseline.Name, false)
 }
 
 // record records that mig was applied, or deletes its record when it was
@@ -254,6 +331,11 @@ type Status struct {
 	// against the schema: the mark of the migration's up file, or for an
 	// unknown migration the mark recorded when it was applied.
 	Compatible bool
+	// Prerelease is set on the baseline of a database that a weir before
+	// 0.1.0 migrated by the whole chain the baseline replaces: its schema is
+	// the baseline's, and Up records the baseline as applied without running
+	// it.
+	Prerelease bool
 }
 
 // Status lists every migration the driver knows and whether it is applied,
@@ -264,6 +346,13 @@ func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
 		return nil, fmt.Errorf("weirmigrate: status: %w", err)
 	}
 	known := m.driver.Migrations()
+	prerelease, err := m.prerelease(applied)
+	if err != nil {
+		return nil, fmt.Errorf("weirmigrate: status: %w", err)
+	}
+	if prerelease {
+		applied = nil
+	}
 	newer, err := splitApplied(applied, known)
 	if err != nil {
 		return nil, fmt.Errorf("weirmigrate: status: %w", err)
@@ -274,6 +363,7 @@ func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
 		if i < len(applied) {
 			s.Applied, s.AppliedAt = true, applied[i].AppliedAt
 		}
+		s.Prerelease = prerelease && i == 0
 		out = append(out, s)
 	}
 	for _, a := range newer {
@@ -301,6 +391,9 @@ func (m *Migrator) Check(ctx context.Context) error {
 	var missing, bad []string
 	for _, s := range status {
 		switch {
+		case s.Prerelease:
+			return fmt.Errorf("%w: %s schema %q was migrated by a weir before 0.1.0 (run `weir migrate up`, which records it at %s)",
+				ErrNotMigrated, m.driver.Name(), m.driver.Schema(), s.Migration)
 		case !s.Applied:
 			missing = append(missing, s.String())
 		case s.Unknown && !s.Compatible:

@@ -21,14 +21,45 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// newDriver returns a driver with a pool of its own on schema, which need not exist.
-func newDriver(t *testing.T, schema string) *weirpgx.Driver {
+// testDriver is weirpgx's driver with two migrations of the tests' own after
+// weir's, so that the migrator's handling of several versions (targets, steps,
+// compatible marks) is tested whatever number of migrations weir has:
+// weirTestNote (compatible: it only adds a table) and weirTestNoteBody (not).
+type testDriver struct {
+	*weirpgx.Driver
+}
+
+var weirTestNote = weirdriver.Migration{
+	Name: "test_note", Compatible: true,
+	Up:   "-- weir:compatible\nCREATE TABLE weir_test_note (id bigint PRIMARY KEY);\n",
+	Down: "DROP TABLE weir_test_note;\n",
+}
+
+var weirTestNoteBody = weirdriver.Migration{
+	Name: "test_note_body",
+	Up:   "ALTER TABLE weir_test_note ADD COLUMN body text;\n",
+	Down: "ALTER TABLE weir_test_note DROP COLUMN body;\n",
+}
+
+// Migrations implements weirdriver.Driver: weir's, then the tests' two.
+func (d testDriver) Migrations() []weirdriver.Migration {
+	ms := d.Driver.Migrations()
+	for _, extra := range []weirdriver.Migration{weirTestNote, weirTestNoteBody} {
+		extra.Version = len(ms) + 1
+		ms = append(ms, extra)
+	}
+	return ms
+}
+
+// newDriver returns a testDriver with a pool of its own on schema, which need
+// not exist.
+func newDriver(t *testing.T, schema string) testDriver {
 	t.Helper()
 	d, err := weirpgx.New(dbtest.Pool(t, nil), &weirpgx.Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return testDriver{d}
 }
 
 // missingSchema returns the name of a schema that does not exist yet and is
@@ -129,7 +160,7 @@ func versions(ms []weirdriver.Migration) []int {
 
 // snapshot describes the schema's migration state: what Status says plus what
 // the database holds, so that two snapshots differ when anything changed.
-func snapshot(t *testing.T, d *weirpgx.Driver) string {
+func snapshot(t *testing.T, d testDriver) string {
 	t.Helper()
 	status, err := weirmigrate.New(d).Status(t.Context())
 	if err != nil {
@@ -323,15 +354,15 @@ func TestStatusAndCheck(t *testing.T) {
 			t.Errorf("status[%d] before up = %+v, want pending %d_%s", i, s, known[i].Version, known[i].Name)
 		}
 	}
-	if got := status[0].String(); got != "001_create_job" {
-		t.Errorf("first migration is %q, want 001_create_job", got)
+	if got := status[0].String(); got != "001_baseline" {
+		t.Errorf("first migration is %q, want 001_baseline", got)
 	}
 
 	err = m.Check(t.Context())
 	if !errors.Is(err, weirmigrate.ErrNotMigrated) {
 		t.Fatalf("check before up: got %v, want ErrNotMigrated", err)
 	}
-	for _, s := range []string{"001_create_job", "weir migrate up"} {
+	for _, s := range []string{"001_baseline", "weir migrate up"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("check error %q does not mention %q", err, s)
 		}
@@ -386,7 +417,7 @@ func TestConcurrentUp(t *testing.T) {
 			if i%2 == 1 {
 				schema = missingSchema(t)
 			}
-			drivers := []*weirpgx.Driver{newDriver(t, schema), newDriver(t, schema)}
+			drivers := []testDriver{newDriver(t, schema), newDriver(t, schema)}
 			known := drivers[0].Migrations()
 
 			type result struct {
@@ -432,11 +463,11 @@ func TestConcurrentUp(t *testing.T) {
 // REPEATABLE READ. Were the migration transaction to take that default, the
 // statement waiting for the advisory lock would take the snapshot, and the
 // migrator that waited would not see what the other committed and would apply
-// 001_create_job again.
+// 001_baseline again.
 func TestConcurrentUpRepeatableRead(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.Schema(t)
-	var drivers []*weirpgx.Driver
+	var drivers []testDriver
 	for range 2 {
 		pool := dbtest.Pool(t, func(c *pgxpool.Config) {
 			c.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
@@ -445,7 +476,7 @@ func TestConcurrentUpRepeatableRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drivers = append(drivers, d)
+		drivers = append(drivers, testDriver{d})
 	}
 	start := make(chan struct{})
 	errs := make(chan error, len(drivers))
@@ -625,10 +656,10 @@ func TestDownRefusesToDropJobs(t *testing.T) {
 		if !errors.As(err, &dropErr) {
 			t.Fatalf("down %+v: reverted %v, error %v; want a DropsJobsError", *opts, done, err)
 		}
-		if dropErr.Jobs != 3 || dropErr.Migration.String() != "001_create_job" || dropErr.Schema != schema {
+		if dropErr.Jobs != 3 || dropErr.Migration.String() != "001_baseline" || dropErr.Schema != schema {
 			t.Errorf("down %+v: %+v", *opts, *dropErr)
 		}
-		for _, s := range []string{"001_create_job", "3 jobs", schema, "nothing was reverted"} {
+		for _, s := range []string{"001_baseline", "3 jobs", schema, "nothing was reverted"} {
 			if !strings.Contains(err.Error(), s) {
 				t.Errorf("error %q does not mention %q", err, s)
 			}
@@ -672,66 +703,30 @@ func TestDownOfEmptyJobTableNeedsNoForce(t *testing.T) {
 	sameMigrations(t, "down all", done, reversed(want(d.Migrations())))
 }
 
-// TestCompatibleColumnAddedToOlderTable starts from a schema that a weir
-// without the compatible column migrated, checks that reading it works, and
-// that the migration adding the column records itself as compatible while the
-// older weir's insert into the table still works.
-func TestCompatibleColumnAddedToOlderTable(t *testing.T) {
+// TestCompatibleMarksRecorded checks that each migration records its own
+// compatible mark: weir's baseline is not compatible (code that does not know
+// it cannot run on its schema), the tests' note is, its body is not.
+func TestCompatibleMarksRecorded(t *testing.T) {
 	t.Parallel()
-	schema := dbtest.Schema(t)
-	d := newDriver(t, schema)
-	m := weirmigrate.New(d)
-	var adds weirdriver.Migration
-	for _, mig := range d.Migrations() {
-		if strings.Contains(mig.Up, "ADD COLUMN compatible") {
-			adds = mig
-		}
-	}
-	if adds.Version == 0 || !adds.Compatible {
-		t.Fatalf("no migration adds the compatible column and is marked compatible: %+v", adds)
-	}
-	if _, err := m.Up(t.Context(), &weirmigrate.UpOpts{TargetVersion: adds.Version - 1}); err != nil {
+	d := newDriver(t, dbtest.Schema(t))
+	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
 		t.Fatal(err)
-	}
-	if err := m.Check(t.Context()); !errors.Is(err, weirmigrate.ErrNotMigrated) {
-		t.Fatalf("check before %03d: %v", adds.Version, err)
 	}
 	applied, err := d.MigrationsApplied(t.Context())
-	if err != nil || len(applied) != adds.Version-1 {
-		t.Fatalf("applied before the column: %v, %v", applied, err)
-	}
-	if _, err := m.Up(t.Context(), nil); err != nil {
-		t.Fatal(err)
-	}
-	applied, err = d.MigrationsApplied(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Those before it were recorded without the column; it and those after it
-	// record their own mark.
-	marks := map[int]bool{}
-	for _, mig := range d.Migrations() {
-		marks[mig.Version] = mig.Compatible
+	known := d.Migrations()
+	if len(applied) != len(known) {
+		t.Fatalf("applied %v, want %d migrations", applied, len(known))
 	}
-	for _, a := range applied {
-		if want := a.Version >= adds.Version && marks[a.Version]; a.Compatible != want {
-			t.Errorf("migration %d recorded compatible=%v, want %v", a.Version, a.Compatible, want)
+	for i, a := range applied {
+		if a.Compatible != known[i].Compatible {
+			t.Errorf("migration %d recorded compatible=%v, want %v", a.Version, a.Compatible, known[i].Compatible)
 		}
 	}
-	// The statement an older weir records with still works.
-	table := pgx.Identifier{schema, "weir_migration"}.Sanitize()
-	if _, err := d.Pool().Exec(t.Context(), "INSERT INTO "+table+" (version, name) VALUES (998, 'old_style')"); err != nil {
-		t.Fatalf("older weir's insert: %v", err)
-	}
-	if _, err := d.Pool().Exec(t.Context(), "DELETE FROM "+table+" WHERE version = 998"); err != nil {
-		t.Fatal(err)
-	}
-	// Reverting it removes the column, and reading works again without it.
-	if _, err := m.Down(t.Context(), &weirmigrate.DownOpts{TargetVersion: adds.Version - 1}); err != nil {
-		t.Fatal(err)
-	}
-	if applied, err := d.MigrationsApplied(t.Context()); err != nil || len(applied) != adds.Version-1 {
-		t.Fatalf("applied after reverting the column: %v, %v", applied, err)
+	if known[0].Compatible || !known[len(known)-2].Compatible || known[len(known)-1].Compatible {
+		t.Errorf("marks of the baseline and the tests' migrations are not false, true, false: %+v", known)
 	}
 }
 
@@ -739,7 +734,7 @@ func TestFailingUpChangesNothing(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.Schema(t)
 	d := newDriver(t, schema)
-	// A table in the way makes 001_create_job fail after its first statement
+	// A table in the way makes 001_baseline fail after its first statement
 	// (CREATE SEQUENCE) succeeded.
 	if _, err := d.Pool().Exec(t.Context(), "CREATE TABLE "+pgx.Identifier{schema, "weir_job"}.Sanitize()+" (x int)"); err != nil {
 		t.Fatal(err)
@@ -748,8 +743,8 @@ func TestFailingUpChangesNothing(t *testing.T) {
 	if err == nil {
 		t.Fatalf("up applied %v, want an error", done)
 	}
-	if !strings.Contains(err.Error(), "001_create_job") {
-		t.Errorf("error %q does not name 001_create_job", err)
+	if !strings.Contains(err.Error(), "001_baseline") {
+		t.Errorf("error %q does not name 001_baseline", err)
 	}
 	if got := recorded(t, d.Pool(), schema); len(got) != 0 {
 		t.Errorf("weir_migration holds %v after a failed Up", got)
@@ -812,5 +807,126 @@ func TestCanceledContext(t *testing.T) {
 	}
 	if after := snapshot(t, d); after != before {
 		t.Fatalf("canceled Up changed the schema:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// markPrerelease makes schema's migration table hold the first n migrations of
+// the driver's pre-release chain, as a weir before 0.1.0 left it, over the
+// baseline's schema, which that whole chain produced.
+func markPrerelease(t *testing.T, d testDriver, n int) {
+	t.Helper()
+	if _, err := weirmigrate.New(d).Up(t.Context(), &weirmigrate.UpOpts{TargetVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	table := pgx.Identifier{d.Schema(), "weir_migration"}.Sanitize()
+	if _, err := d.Pool().Exec(t.Context(), "DELETE FROM "+table); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range d.PrereleaseMigrations()[:n] {
+		if _, err := d.Pool().Exec(t.Context(), "INSERT INTO "+table+" (version, name) VALUES ($1, $2)", i+1, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPrereleaseChainRecordedAtBaseline checks what a database migrated by the
+// whole pre-release chain gets: Check and Status say to run Up, Down refuses,
+// and Up records the baseline without running it (the jobs stay) and applies
+// what follows.
+func TestPrereleaseChainRecordedAtBaseline(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	d := newDriver(t, schema)
+	chain := d.PrereleaseMigrations()
+	markPrerelease(t, d, len(chain))
+	if err := insertJob(t, d); err != nil {
+		t.Fatal(err)
+	}
+	m := weirmigrate.New(d)
+
+	err := m.Check(t.Context())
+	if !errors.Is(err, weirmigrate.ErrNotMigrated) || !strings.Contains(err.Error(), "before 0.1.0") ||
+		!strings.Contains(err.Error(), "weir migrate up") {
+		t.Fatalf("check: got %v, want ErrNotMigrated saying to run `weir migrate up`", err)
+	}
+	status, err := m.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !status[0].Prerelease || status[0].Applied || status[1].Prerelease {
+		t.Fatalf("status = %+v, want the baseline marked pre-release and pending", status)
+	}
+	if _, err := m.Down(t.Context(), &weirmigrate.DownOpts{All: true, Force: true}); err == nil ||
+		!strings.Contains(err.Error(), "before 0.1.0") {
+		t.Fatalf("down: got %v, want a refusal naming the pre-release chain", err)
+	}
+	if got := recorded(t, d.Pool(), schema); len(got) != len(chain) {
+		t.Fatalf("weir_migration holds %v after a refused Down", got)
+	}
+
+	done, err := m.Up(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	sameMigrations(t, "up", done, want(d.Migrations()))
+	if got := recorded(t, d.Pool(), schema); !slices.Equal(got, versions(d.Migrations())) {
+		t.Fatalf("weir_migration holds %v, want %v", got, versions(d.Migrations()))
+	}
+	if err := m.Check(t.Context()); err != nil {
+		t.Fatalf("check after up: %v", err)
+	}
+	var jobs int
+	if err := d.Pool().QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "weir_job"}.Sanitize()).Scan(&jobs); err != nil || jobs != 1 {
+		t.Fatalf("jobs after up: %d, %v; want the 1 inserted before", jobs, err)
+	}
+}
+
+// TestPartialPrereleaseChainRefused checks that a database migrated by only
+// part of the pre-release chain, or by a chain that differs from it, is
+// refused with what to do, and left as it was.
+func TestPartialPrereleaseChainRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		n    int
+		bad  string // a name that replaces the last one
+		want []string
+	}{
+		{"Partial", 15, "", []string{"015_queue_shares", "019_key_holder_want", "before 0.1.0"}},
+		{"Differs", 3, "something_else", []string{"003_something_else", "inconsistent"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			schema := dbtest.Schema(t)
+			d := newDriver(t, schema)
+			markPrerelease(t, d, tc.n)
+			table := pgx.Identifier{schema, "weir_migration"}.Sanitize()
+			if tc.bad != "" {
+				if _, err := d.Pool().Exec(t.Context(), "UPDATE "+table+" SET name = $1 WHERE version = $2", tc.bad, tc.n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m := weirmigrate.New(d)
+			_, upErr := m.Up(t.Context(), nil)
+			_, downErr := m.Down(t.Context(), &weirmigrate.DownOpts{All: true, Force: true})
+			_, statusErr := m.Status(t.Context())
+			for what, err := range map[string]error{"up": upErr, "down": downErr, "status": statusErr, "check": m.Check(t.Context())} {
+				if err == nil {
+					t.Errorf("%s: no error", what)
+					continue
+				}
+				for _, s := range tc.want {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("%s: error %q does not mention %q", what, err, s)
+					}
+				}
+			}
+			if got := recorded(t, d.Pool(), schema); len(got) != tc.n {
+				t.Errorf("weir_migration holds %v, want the %d rows left as they were", got, tc.n)
+			}
+			if !regclass(t, d.Pool(), schema, "weir_job") {
+				t.Error("weir_job is gone")
+			}
+		})
 	}
 }

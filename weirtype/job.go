@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// JobState is where a job stands in weir's state machine (see docs/schema.md).
+// JobState is where a job stands in weir's state machine (see docs/design/schema.md).
 type JobState string
 
 const (

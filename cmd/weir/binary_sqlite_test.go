@@ -220,7 +220,7 @@ func testBinarySQLite(t *testing.T, b *weirBinary) {
 				}
 				continue
 			}
-			wantFailure(t, r, exitFailure, "weir: schema is not migrated: ", "001_create_job", "run `weir migrate up`")
+			wantFailure(t, r, exitFailure, "weir: schema is not migrated: ", "001_baseline", "run `weir migrate up`")
 		}
 		if after := content(); after != before {
 			t.Fatalf("the database changed:\nbefore %s\nafter  %s", before, after)

@@ -83,7 +83,7 @@ func TestMigrateDownRefusesToDropJobs(t *testing.T) {
 			n := len(db.known)
 			for _, args := range [][]string{{"--all"}, {"--target-version", "0"}, {"--steps", fmt.Sprint(n)}} {
 				r := weir(append([]string{"migrate", "down"}, args...)...)
-				wantFailure(t, r, exitFailure, "weir: migrate down: reverting 001_create_job would drop the job table of ",
+				wantFailure(t, r, exitFailure, "weir: migrate down: reverting 001_baseline would drop the job table of ",
 					"which holds 2 jobs; nothing was reverted (pass --force to drop them)")
 			}
 			if after := state(); after != before {
@@ -94,7 +94,7 @@ func TestMigrateDownRefusesToDropJobs(t *testing.T) {
 			wantOK(t, r)
 			r = weir("migrate", "down", "--all", "--force")
 			wantOK(t, r)
-			if r.stdout != "reverted 001_create_job\n" {
+			if r.stdout != "reverted 001_baseline\n" {
 				t.Fatalf("down --all --force printed %q", r.stdout)
 			}
 		})
@@ -153,12 +153,14 @@ func TestMigrateStatusExit(t *testing.T) {
 				t.Fatalf("status --json before up: %+v", rep)
 			}
 
-			// Part way: still pending.
-			wantOK(t, weir("migrate", "up", "--target-version", fmt.Sprint(n-1)))
-			r = weir("migrate", "status", "--json")
-			rep = statusReportOf(t, r.stdout)
-			if r.code != exitPending || rep.Version != n-1 || !slices.Equal(versionsOf(rep.Pending), all[n-1:]) {
-				t.Fatalf("status --json part way: %v", r)
+			// Part way, where weir has more than one migration: still pending.
+			if n > 1 {
+				wantOK(t, weir("migrate", "up", "--target-version", fmt.Sprint(n-1)))
+				r = weir("migrate", "status", "--json")
+				rep = statusReportOf(t, r.stdout)
+				if r.code != exitPending || rep.Version != n-1 || !slices.Equal(versionsOf(rep.Pending), all[n-1:]) {
+					t.Fatalf("status --json part way: %v", r)
+				}
 			}
 
 			// Up to date.

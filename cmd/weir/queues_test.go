@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/weirq/weir/internal/dbtest"
 )
 
@@ -284,7 +282,7 @@ func TestNotMigrated(t *testing.T) {
 			schema := dbtest.Schema(t)
 			before := dbState(t, schema)
 			r := runWeir(t, env, append(args, "--schema", schema)...)
-			wantFailure(t, r, exitFailure, "weir: schema is not migrated: ", schema, "001_create_job", "run `weir migrate up`")
+			wantFailure(t, r, exitFailure, "weir: schema is not migrated: ", schema, "001_baseline", "run `weir migrate up`")
 			if after := dbState(t, schema); after != before {
 				t.Fatalf("the database changed:\nbefore %s\nafter  %s", before, after)
 			}
@@ -298,27 +296,4 @@ func TestNotMigrated(t *testing.T) {
 			}
 		})
 	}
-
-	// A schema migrated part way names what it lacks.
-	t.Run("partly", func(t *testing.T) {
-		t.Parallel()
-		schema := dbtest.Schema(t)
-		env := map[string]string{envDatabaseURL: dbtest.URL()}
-		wantOK(t, runWeir(t, env, "migrate", "up", "--target-version", "2", "--schema", schema))
-		before := dbState(t, schema)
-		// The queue commands need migration 3, which made the queue table; the
-		// jobs commands find the job table, yet must not answer from it.
-		for _, args := range [][]string{{"queues", "pause", "default"}, {"queues", "list"},
-			{"jobs", "list"}, {"jobs", "list", "--json"}, {"jobs", "show", "1"}, {"jobs", "cancel", "1"}} {
-			r := runWeir(t, env, append(args, "--schema", schema)...)
-			wantFailure(t, r, exitFailure, "lacks migration 003_create_queue", "run `weir migrate up`")
-		}
-		if after := dbState(t, schema); after != before {
-			t.Fatalf("the database changed:\nbefore %s\nafter  %s", before, after)
-		}
-		var n int
-		if err := dbtest.Pool(t, nil).QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "weir_job"}.Sanitize()).Scan(&n); err != nil || n != 0 {
-			t.Fatalf("jobs in the schema: %d, %v", n, err)
-		}
-	})
 }

@@ -67,7 +67,7 @@ of its interval:
                standby; everything connects through their multi-host URL)
     snapshot   every --snapshot-every, a session of its own holds a REPEATABLE
                READ snapshot open for --snapshot-for (VACUUM then removes
-               nothing: claims must stay fast, docs/storage.md)
+               nothing: claims must stay fast, docs/design/storage.md)
     overrun    1% of jobs outlast their timeout on the first attempt
     stubborn   0.5% of jobs ignore cancellation (and their timeout) for up to
                three stop budgets

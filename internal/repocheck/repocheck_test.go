@@ -1,6 +1,6 @@
 // Package repocheck holds tests of the repository itself: that it stands alone
 // (no file points outside it, every relative link resolves) and that every
-// guarantee cited by number is defined in docs/contract.md.
+// guarantee cited by number is defined in docs/design/contract.md.
 package repocheck
 
 import (
@@ -14,6 +14,9 @@ import (
 
 // root is the repository's top directory, seen from this package's folder.
 const root = "../.."
+
+// contractPath is where the delivery contract defines the guarantees, from root.
+const contractPath = "docs/design/contract.md"
 
 // textFiles lists the repository's files that people read: sources, docs, SQL,
 // scripts and the model. Generated results and module sums are left out.
@@ -103,12 +106,12 @@ func TestRelativeLinksResolve(t *testing.T) {
 // guarantee matches a guarantee cited by number: G1, G9.
 var guarantee = regexp.MustCompile(`\bG([0-9]+)\b`)
 
-// defined matches a guarantee's definition in docs/contract.md.
+// defined matches a guarantee's definition in the contract (contractPath).
 var defined = regexp.MustCompile(`(?m)^- \*\*G([0-9]+) `)
 
 func TestGuaranteesCitedAreDefined(t *testing.T) {
 	t.Parallel()
-	contract, err := os.ReadFile(filepath.Join(root, "docs", "contract.md"))
+	contract, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(contractPath)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +120,7 @@ func TestGuaranteesCitedAreDefined(t *testing.T) {
 		known[m[1]] = true
 	}
 	if len(known) < 9 {
-		t.Fatalf("docs/contract.md defines %d guarantees, want G1-G9 at least", len(known))
+		t.Fatalf("%s defines %d guarantees, want G1-G9 at least", contractPath, len(known))
 	}
 	for _, path := range textFiles(t) {
 		data, err := os.ReadFile(path)
@@ -127,7 +130,7 @@ func TestGuaranteesCitedAreDefined(t *testing.T) {
 		for i, line := range strings.Split(string(data), "\n") {
 			for _, m := range guarantee.FindAllStringSubmatch(line, -1) {
 				if !known[m[1]] {
-					t.Errorf("%s:%d cites G%s, which docs/contract.md does not define", rel(path), i+1, m[1])
+					t.Errorf("%s:%d cites G%s, which %s does not define", rel(path), i+1, m[1], contractPath)
 				}
 			}
 		}

@@ -114,7 +114,7 @@ func (d *Driver) UnwrapTx(tx any) (weirdriver.Inserter, error) {
 	}
 }
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql functions/*.sql
 var migrationFS embed.FS
 
 var migrations = mustLoadMigrations(migrationFS)
@@ -122,6 +122,15 @@ var migrations = mustLoadMigrations(migrationFS)
 // Migrations implements weirdriver.Driver.
 func (d *Driver) Migrations() []weirdriver.Migration {
 	return append([]weirdriver.Migration(nil), migrations...)
+}
+
+// PrereleaseMigrations implements weirdriver.PrereleaseChain: the chain that
+// migration 1, the baseline, replaces.
+func (d *Driver) PrereleaseMigrations() []string {
+	return []string{"create_job", "create_leader", "create_queue", "create_enqueue", "check_times",
+		"migration_compatible", "job_output_progress", "enqueue_unique_modes", "create_periodic",
+		"create_client", "ready_list", "queue_limits", "key_limits", "key_claim_arrays",
+		"queue_shares", "key_shares", "key_claim_reads", "key_claim_hints", "key_holder_want"}
 }
 
 // mustLoadMigrations reads the embedded migrations; a bad file is a build mistake.

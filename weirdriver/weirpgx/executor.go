@@ -73,7 +73,7 @@ func (e *executor) JobInsert(ctx context.Context, params []*weirdriver.JobInsert
 	// the pool an insert notifies from its own statement only while no other
 	// insert of this driver is in flight: a notifying commit holds a
 	// database-wide lock until it is flushed, which costs nothing to an insert
-	// alone and saves it the notifier's round trip (docs/store-runtime.md,
+	// alone and saves it the notifier's round trip (docs/design/store-runtime.md,
 	// "Notifying inserts").
 	inStatement := e.notifier == nil
 	if !inStatement {

@@ -17,8 +17,8 @@ import (
 // INSERT of the same row sent by pgx (no weir code, no notification), the
 // statement for many jobs (JSON input) and the one for a lone job, each
 // without notifying, and JobInsert as weir runs it, from 1 goroutine and from
-// 8 at once. Each reports rows/s (docs/benchmarks.md, "Single inserts and
-// their ceiling").
+// 8 at once. Each reports rows/s (bench/journal/2026-12-05.md, "Single
+// inserts and their ceiling").
 func BenchmarkInsertStatements(b *testing.B) {
 	pool := dbtest.Pool(b, func(c *pgxpool.Config) { c.MaxConns = 20 }) // as weirbench's
 	schema := dbtest.Schema(b)

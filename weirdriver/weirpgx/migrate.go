@@ -37,12 +37,14 @@ const createSchemaSQL = `CREATE SCHEMA IF NOT EXISTS {schema}`
 // transaction ends, for the migration bodies and the statements below.
 const setSearchPathSQL = `SET LOCAL search_path TO {schema}`
 
-// createMigrationTableSQL creates the migration table when it does not exist,
-// without the compatible column, which migration 006 adds.
+// createMigrationTableSQL creates the migration table when it does not exist.
+// compatible records the "-- weir:compatible" mark of each migration's up
+// file, which a weir that does not know the migration reads.
 const createMigrationTableSQL = `CREATE TABLE IF NOT EXISTS weir_migration (
 		version integer PRIMARY KEY,
 		name text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`
+		applied_at timestamptz NOT NULL DEFAULT now(),
+		compatible boolean NOT NULL DEFAULT false)`
 
 // recordSQL records migration $1 named $2 as applied now.
 const recordSQL = `INSERT INTO weir_migration (version, name) VALUES ($1, $2)`

@@ -80,7 +80,7 @@ func explainNodes(t *testing.T, pool *pgxpool.Pool, name, sql string, args []any
 }
 
 // TestRuntimePlans checks with EXPLAIN that each runtime statement reaches weir_job
-// through the index it was designed for (docs/store-runtime.md), on a table
+// through the index it was designed for (docs/design/store-runtime.md), on a table
 // shaped like a busy queue's: mostly finished jobs, a few of each live state.
 // The claim runs inside weir_ready_claim, whose plan EXPLAIN does not show;
 // TestReadyPickKeepsIndexOrder checks its settings and its walk.
@@ -139,7 +139,7 @@ func TestRuntimePlans(t *testing.T) {
 		found := slices.ContainsFunc(c.indexes, func(want string) bool { return slices.Contains(indexes, want) })
 		// Under an old snapshot the entries of claimed jobs in the index of
 		// available jobs cannot be cleaned: no runtime statement may walk it
-		// (docs/storage.md).
+		// (docs/design/storage.md).
 		if slices.Contains(indexes, "weir_job_available_idx") {
 			t.Errorf("%s: reads weir_job_available_idx\n%s", c.name, plan)
 		}
@@ -169,7 +169,7 @@ func walkPlan(node any, fn func(map[string]any)) {
 // not by hashing every running job, when the statistics were taken while no
 // job ran (an idle queue, or before a burst) and 3,000 jobs run now. With the
 // fence's state test written plainly, the planner hashed weir_job_running_idx
-// for outcomes and renewals (docs/store-runtime.md).
+// for outcomes and renewals (docs/design/store-runtime.md).
 func TestRunningPlansAfterIdleStatistics(t *testing.T) {
 	t.Parallel()
 	d, job := migratedJobTable(t)

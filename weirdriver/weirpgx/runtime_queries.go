@@ -1,6 +1,6 @@
 package weirpgx
 
-// The worker runtime's statements; docs/store-runtime.md describes each one and
+// The worker runtime's statements; docs/design/store-runtime.md describes each one and
 // the index it runs on. Durations travel as microseconds:
 // $n::bigint * interval '1 microsecond'.
 
@@ -28,7 +28,7 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // (they were taken on an idle queue, or before a burst), and hashed every
 // running job, with the dead entries of those that had run, for each batch:
 // a completion of 200 jobs while 5,000 ran read 3,900 buffers of them first
-// (docs/store-runtime.md).
+// (docs/design/store-runtime.md).
 const stillRunning = "CASE WHEN j.state = 'running' THEN true ELSE false END"
 
 // jobClaimSQL leases up to $2 due available jobs of queue $1, unless the queue is
@@ -40,7 +40,7 @@ const stillRunning = "CASE WHEN j.state = 'running' THEN true ELSE false END"
 // is not (cancelled, deleted, claimed by id, moved) is a stale hint, deleted
 // with the rest. The job table's own partial index on available jobs is left
 // alone, because under an old snapshot its entries of claimed jobs cannot be
-// cleaned and every claim would walk them (docs/storage.md). The lease token
+// cleaned and every claim would walk them (docs/design/storage.md). The lease token
 // is the function's copy of nextToken. A queue with a rate limit or limits
 // per key, or with a global limit claimed by a client holding no share of it,
 // is claimed under the queue's advisory claim lock (migrations 012 to 015),

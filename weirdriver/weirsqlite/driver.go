@@ -228,6 +228,14 @@ func (d *Driver) Migrations() []weirdriver.Migration {
 	return append([]weirdriver.Migration(nil), migrations...)
 }
 
+// PrereleaseMigrations implements weirdriver.PrereleaseChain: the chain that
+// migration 1, the baseline, replaces.
+func (d *Driver) PrereleaseMigrations() []string {
+	return []string{"create_job", "create_leader", "create_queue", "migration_compatible",
+		"job_output_progress", "create_periodic", "create_client", "queue_limits", "key_limits",
+		"queue_shares"}
+}
+
 // mustLoadMigrations reads the embedded migrations; a bad file is a build mistake.
 func mustLoadMigrations(fsys fs.FS) []weirdriver.Migration {
 	ms, err := weirdriver.LoadMigrations(fsys, "migrations")

@@ -155,16 +155,20 @@ func TestSchemaMissing(t *testing.T) {
 	if _, err := d.Executor().JobInsert(testCtx(t), []*weirdriver.JobInsertParams{job("k", "q")}); !errors.Is(err, weirdriver.ErrSchemaMissing) {
 		t.Fatalf("insert without schema: %v, want ErrSchemaMissing", err)
 	}
-	// Migrated up to 2: the queue table of 003 is missing.
-	if _, err := weirmigrate.New(d).Up(testCtx(t), &weirmigrate.UpOpts{TargetVersion: 2}); err != nil {
+	err := weirmigrate.New(d).Check(testCtx(t))
+	if !errors.Is(err, weirmigrate.ErrNotMigrated) || !strings.Contains(err.Error(), "001_baseline") {
+		t.Fatalf("check: %v", err)
+	}
+	// Migrated, then the queue table dropped by hand: a call that needs it says
+	// the schema is missing.
+	if _, err := weirmigrate.New(d).Up(testCtx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DB().ExecContext(testCtx(t), "DROP TABLE weir_queue"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Executor().QueuePause(testCtx(t), "q"); !errors.Is(err, weirdriver.ErrSchemaMissing) {
-		t.Fatalf("pause before 003: %v, want ErrSchemaMissing", err)
-	}
-	err := weirmigrate.New(d).Check(testCtx(t))
-	if !errors.Is(err, weirmigrate.ErrNotMigrated) || !strings.Contains(err.Error(), "003_create_queue") {
-		t.Fatalf("check: %v", err)
+		t.Fatalf("pause without the queue table: %v, want ErrSchemaMissing", err)
 	}
 }
 
@@ -177,7 +181,7 @@ func TestMigrateDownAndUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := len(d.Migrations())
-	if len(down) != n || down[n-1].String() != "001_create_job" {
+	if len(down) != n || down[n-1].String() != "001_baseline" {
 		t.Fatalf("down: %v", down)
 	}
 	var tables int
@@ -210,7 +214,7 @@ func TestDownRefusesToDropJobs(t *testing.T) {
 	for _, opts := range []*weirmigrate.DownOpts{{All: true}, {Steps: n}, {TargetVersion: 0, All: true}} {
 		done, err := m.Down(testCtx(t), opts)
 		var dropErr *weirmigrate.DropsJobsError
-		if !errors.As(err, &dropErr) || dropErr.Jobs != 2 || dropErr.Migration.String() != "001_create_job" ||
+		if !errors.As(err, &dropErr) || dropErr.Jobs != 2 || dropErr.Migration.String() != "001_baseline" ||
 			!strings.Contains(err.Error(), "would drop the 2 jobs") {
 			t.Fatalf("down %+v: reverted %v, error %v; want a DropsJobsError counting 2 jobs", *opts, done, err)
 		}
@@ -222,12 +226,8 @@ func TestDownRefusesToDropJobs(t *testing.T) {
 	if err := d.DB().QueryRowContext(testCtx(t), "SELECT count(*) FROM weir_job").Scan(&jobs); err != nil || jobs != 2 {
 		t.Fatalf("jobs after the refusals: %d, %v", jobs, err)
 	}
-	// Reverting what does not drop the job table needs no force.
-	if done, err := m.Down(testCtx(t), &weirmigrate.DownOpts{TargetVersion: 1}); err != nil || len(done) != n-1 {
-		t.Fatalf("down to 1: %v, %v", done, err)
-	}
 	done, err := m.Down(testCtx(t), &weirmigrate.DownOpts{All: true, Force: true})
-	if err != nil || len(done) != 1 || done[0].String() != "001_create_job" {
+	if err != nil || len(done) != 1 || done[0].String() != "001_baseline" {
 		t.Fatalf("forced down: %v, %v", done, err)
 	}
 }

@@ -25,12 +25,14 @@ const appliedSQL = `SELECT version, name, applied_at, compatible FROM weir_migra
 // compatible column, which reads 0.
 const appliedBeforeCompatibleSQL = `SELECT version, name, applied_at, 0 FROM weir_migration ORDER BY version`
 
-// createMigrationTableSQL creates the migration table when it does not exist,
-// without the compatible column, which migration 004 adds.
+// createMigrationTableSQL creates the migration table when it does not exist.
+// compatible records the "-- weir:compatible" mark of each migration's up
+// file, which a weir that does not know the migration reads.
 const createMigrationTableSQL = `CREATE TABLE IF NOT EXISTS weir_migration (
 		version INTEGER PRIMARY KEY,
 		name TEXT NOT NULL,
-		applied_at INTEGER NOT NULL) STRICT`
+		applied_at INTEGER NOT NULL,
+		compatible INTEGER NOT NULL DEFAULT 0) STRICT`
 
 // recordSQL records migration ?1 named ?2 as applied at ?3.
 const recordSQL = `INSERT INTO weir_migration (version, name, applied_at) VALUES (?1, ?2, ?3)`

@@ -168,7 +168,7 @@ ORDER BY priority, scheduled_at, id`
 	queueSetRateTAT = `UPDATE weir_queue SET rate_tat = ?2 WHERE name = ?1`
 )
 
-// The worker runtime's statements; docs/sqlite.md and docs/store-runtime.md
+// The worker runtime's statements; docs/sqlite.md and docs/design/store-runtime.md
 // describe them. Each runs in one BEGIN IMMEDIATE transaction, which holds the
 // file's only write lock: what PostgreSQL gets from row locks and SKIP LOCKED,
 // SQLite gets from running one writer at a time.

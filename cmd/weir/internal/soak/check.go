@@ -1,8 +1,8 @@
 package soak
 
 // The end checks of weir soak: pure functions over what the audit tables, the
-// worker processes and the fault schedule recorded. docs/reliability.md gives
-// the rules in prose; docs/contract.md defines the guarantees they check.
+// worker processes and the fault schedule recorded. docs/design/reliability.md gives
+// the rules in prose; docs/design/contract.md defines the guarantees they check.
 
 import (
 	"fmt"
@@ -145,7 +145,7 @@ const (
 	faultPGRestart  = "pgrestart" // restart the PostgreSQL server
 	// faultSnapshot holds a REPEATABLE READ snapshot open in a session of
 	// its own for a while: VACUUM removes nothing that died meanwhile, and
-	// claims must stay fast through the ready list (docs/storage.md).
+	// claims must stay fast through the ready list (docs/design/storage.md).
 	faultSnapshot = "snapshot"
 )
 

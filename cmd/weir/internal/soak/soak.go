@@ -1,7 +1,7 @@
 // Package soak is weir soak: it starts worker processes of the weir binary,
 // feeds them probe jobs at a fixed rate while a fault schedule restarts,
 // kills and disconnects them, then drains the queue and checks the audit
-// trail against the delivery contract. docs/reliability.md describes the
+// trail against the delivery contract. docs/design/reliability.md describes the
 // design and the latest long run.
 //
 // cmd/weir turns the command line into a Config and calls Run; each worker
@@ -945,7 +945,7 @@ func (s *soakRun) produce(ctx context.Context) {
 	}
 }
 
-// probeArgs draws a job from the mix. docs/reliability.md lists it.
+// probeArgs draws a job from the mix. docs/design/reliability.md lists it.
 func (s *soakRun) probeArgs(rng *rand.Rand) soakProbeArgs {
 	args := s.probeMode(rng)
 	if s.cfg.KeyLimit > 0 {

@@ -1,1 +1,0 @@
-DROP TABLE weir_queue;

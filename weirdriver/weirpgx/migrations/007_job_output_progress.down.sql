@@ -1,4 +1,0 @@
--- Reverts 007: drops the output and progress columns, and what they held.
-ALTER TABLE weir_job
-    DROP COLUMN output,
-    DROP COLUMN progress;

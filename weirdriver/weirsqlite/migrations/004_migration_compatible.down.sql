@@ -1,1 +1,0 @@
-ALTER TABLE weir_migration DROP COLUMN compatible;

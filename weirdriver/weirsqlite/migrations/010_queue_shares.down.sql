@@ -1,2 +1,0 @@
--- Reverts 010.
-DROP TABLE weir_queue_share;

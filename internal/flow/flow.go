@@ -1,15 +1,15 @@
-// Package flow is a producer's flow control of one queue (docs/flow-control.md):
-// its share of the queue's global limit (Share), its buckets of the queue's
-// keys (Keys), and the pace of its claims while a limit cuts them short
-// (Pace). It does no I/O, reads the time only from the clock it is given,
-// and has no lock: its owner, the producer, guards a Limits with its own lock
-// and does the I/O. A renewal goes in three steps: Renew says what to send;
-// the owner sends it; Apply takes the answer and returns a Decision, which
-// the owner carries out.
+// Package flow is a producer's flow control of one queue
+// (docs/design/flow-control.md): its share of the queue's global limit
+// (Share), its buckets of the queue's keys (Keys), and the pace of its claims
+// while a limit cuts them short (Pace). It does no I/O, reads the time only
+// from the clock it is given, and has no lock: its owner, the producer,
+// guards a Limits with its own lock and does the I/O. A renewal goes in
+// three steps: Renew says what to send; the owner sends it; Apply takes the
+// answer and returns a Decision, which the owner carries out.
 //
-// The models of model/share.pml and model/keyshare.pml (docs/model.md)
-// check the protocols these steps are part of; flow_test.go replays each of
-// their broken variants that has a line here.
+// The models of model/share.pml and model/keyshare.pml
+// (docs/design/model.md) check the protocols these steps are part of;
+// flow_test.go replays each of their broken variants that has a line here.
 package flow
 
 import (

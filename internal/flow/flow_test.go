@@ -74,7 +74,7 @@ func holdKeys(t *testing.T, l *Limits, limit, target int, held ...int) Decision 
 // of NO_KEEP, EARLY_EXPIRY, TRUST_PAST_EXPIRY and NO_LEGACY, limit.pml's
 // NO_LOCK and STALE_COUNT (the counted claim's lock and count) and weir.pml's
 // lease protocol are the drivers' and internal/lease's, and are tested there
-// (docs/flow-control.md, docs/model.md).
+// (docs/design/flow-control.md, docs/design/model.md).
 func TestModelVariants(t *testing.T) {
 	cases := []struct {
 		variant string // model/check.sh's name of it

@@ -9,14 +9,14 @@ import (
 )
 
 // Keys is a client's hold on buckets of its queue's keys, which keep the
-// queue's limit per key (model/keyshare.pml; docs/flow-control.md, "How key
-// shares keep them"): the keys fall into weirdriver.KeyBuckets buckets, and
-// each client that runs the queue holds some of them in the database,
-// leased and renewed as a share is. A bucket is taken only while none of its
-// jobs runs, so the jobs of a held bucket run in its holder alone: the
-// holder claims them without the limit's count, with its prefetch, and
-// starts a job only while fewer than the limit of its key run in it. A
-// client that holds no bucket claims counted.
+// queue's limit per key (model/keyshare.pml; docs/design/flow-control.md,
+// "How key shares keep them"): the keys fall into weirdriver.KeyBuckets
+// buckets, and each client that runs the queue holds some of them in the
+// database, leased and renewed as a share is. A bucket is taken only while
+// none of its jobs runs, so the jobs of a held bucket run in its holder
+// alone: the holder claims them without the limit's count, with its
+// prefetch, and starts a job only while fewer than the limit of its key run
+// in it. A client that holds no bucket claims counted.
 type Keys struct {
 	t Timing
 	// on is set while the client asks for buckets: its queue has a limit

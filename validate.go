@@ -13,8 +13,8 @@ import (
 
 // checkTime refuses a time outside the years 1..9999 UTC: the range RFC 3339 (and
 // so JSON, in which the PostgreSQL driver sends times) can write, which holds
-// every real schedule, and to which the schema's CHECK constraints hold the
-// database (PostgreSQL migration 005), so that reading a row never fails.
+// every real schedule, and to which the PostgreSQL schema's CHECK constraints
+// hold the database, so that reading a row never fails.
 func checkTime(field, what string, t time.Time) error {
 	if !weirdriver.TimeInRange(t) {
 		return invalidf(field, "%s %s is out of range: it must fall in the years 1..9999 UTC", what, formatTime(t))

@@ -1,6 +1,6 @@
 /*
  * model/keyshare.pml: a queue's limit per key kept by shares of its keys
- * (docs/design/flow-control.md, How key shares keep them; migration 016). NC
+ * (docs/design/flow-control.md, How key shares keep them). NC
  * clients run the jobs of one key, limited to LIMIT running handlers; the
  * key's bucket is held by at most one client at a time in weir_key_share,
  * leased and renewed like a job's lease. The property: at no instant do more

@@ -6,17 +6,17 @@
  * run (the handlers' own count, hrun), checked at every handler start.
  *
  * What is modelled of the database: each job's state and lease token, and the
- * queue's claim lock (a transaction-level advisory lock since migration 013,
- * the queue's row before). A claim is three steps, as weir_ready_claim runs
- * them: take the lock (waiting while another claim holds it); count the
- * running jobs on a snapshot taken then; lease up to LIMIT less that count of
- * available jobs and commit, which releases the lock. Between the count and
- * the commit other clients' outcomes and rescues go on (they only lower the
- * count). A job's lease is rescued only while no handler of it runs and its
- * client has crashed or given the lease up: a client stops trusting a lease
- * (and ends its handler's context) before the database could expire it (the
- * lease budget), handlers return when their context ends, and a crash ends
- * them all. At most 4 jobs (the selections below are written out).
+ * queue's claim lock (a transaction-level advisory lock). A claim is three
+ * steps, as weir_ready_claim runs them: take the lock (waiting while another
+ * claim holds it); count the running jobs on a snapshot taken then; lease up
+ * to LIMIT less that count of available jobs and commit, which releases the
+ * lock. Between the count and the commit other clients' outcomes and rescues
+ * go on (they only lower the count). A job's lease is rescued only while no
+ * handler of it runs and its client has crashed or given the lease up: a
+ * client stops trusting a lease (and ends its handler's context) before the
+ * database could expire it (the lease budget), handlers return when their
+ * context ends, and a crash ends them all. At most 4 jobs (the selections
+ * below are written out).
  *
  * Broken variants (model/check.sh), each of which spin must catch:
  *   NO_LOCK      the claim takes no lock: two claims count the same slots.

@@ -1,9 +1,9 @@
 /*
  * model/share.pml: a queue's global limit kept by shares (docs/design/flow-control.md,
- * G11, migration 015). NC clients run jobs of one queue limited to LIMIT. A
+ * G11). NC clients run jobs of one queue limited to LIMIT. A
  * client that holds a share claims jobs without the limit's count and starts
- * handlers only within its share's fair part; a client without one (an older
- * weir, or one that has not asked yet) claims under the queue's lock, counted
+ * handlers only within its share's fair part; a client without one (one that
+ * has not asked yet) claims under the queue's lock, counted
  * against the live shares and the running jobs of clients without one, and
  * asks for a share when such a claim is cut short. Shares are leased: a
  * client trusts its share until its lease budget runs out (a lapse), and the

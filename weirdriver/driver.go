@@ -120,8 +120,7 @@ type MigrationTx interface {
 	// statements.
 	Exec(ctx context.Context, body string) error
 	// HasCompatibleColumn reports whether the migration table has the
-	// compatible column, which the migration that adds it creates: a table made
-	// by a weir before it lacks the column.
+	// compatible column, which a table made by a weir before 0.1.0 may lack.
 	HasCompatibleColumn(ctx context.Context) (bool, error)
 	// Record records that migration version, name was applied, at the
 	// transaction's time, in a migration table without the compatible column.

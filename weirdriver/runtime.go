@@ -90,8 +90,8 @@ type KeyShareParams struct {
 	Lease time.Duration
 	// Want is the most handlers of the queue the client runs (its
 	// MaxWorkers): the buckets are divided in proportion to it (KeyPart).
-	// 0 does not say, as an older client does not: such a client counts as
-	// wanting what the others want on average.
+	// 0 does not say: such a client counts as wanting what the others want
+	// on average.
 	Want int
 }
 

@@ -144,7 +144,8 @@ func TestKeyPart(t *testing.T) {
 				t.Fatalf("%v: %s gets no bucket among %d clients", ws, w.ClientID, len(ws))
 			}
 			if same && len(ws) <= KeyBuckets {
-				// As migration 016's clients divide them: evenly, whatever they want.
+				// Equal wants divide them evenly: as FairShare does among
+				// clients that each want every bucket.
 				all := make([]ShareOf, len(ws))
 				for i, o := range ws {
 					all[i] = ShareOf{ClientID: o.ClientID, Want: KeyBuckets}

@@ -302,9 +302,9 @@ func adoptBaseline(ctx context.Context, tx weirdriver.MigrationTx, n int, baseli
 }
 
 // record records that mig was applied, or deletes its record when it was
-// reverted. The compatible column exists once the migration that adds it ran
-// (it may be mig itself, or not yet applied), so the record names the column
-// only then.
+// reverted. A migration table made by a weir before 0.1.0 may lack the
+// compatible column, so the record names the column only when the table has
+// it.
 func record(ctx context.Context, tx weirdriver.MigrationTx, dir direction, mig weirdriver.Migration) error {
 	if dir == down {
 		return tx.Unrecord(ctx, mig.Version)
@@ -440,7 +440,7 @@ func incompatible(ms []weirdriver.AppliedMigration) []weirdriver.AppliedMigratio
 	return out
 }
 
-// plural names applied migrations: "migration 006_x" or "migrations 006_x, 007_y".
+// plural names applied migrations: "migration 002_x" or "migrations 002_x, 003_y".
 func plural(noun string, ms []weirdriver.AppliedMigration) string {
 	list := make([]string, len(ms))
 	for i, a := range ms {
@@ -460,7 +460,7 @@ func isAre[T any](s []T) string {
 	return "is"
 }
 
-// knownRange says which versions this weir knows, such as "001..005".
+// knownRange says which versions this weir knows, such as "001..003".
 func knownRange(known []weirdriver.Migration) string {
 	if len(known) == 0 {
 		return "none"

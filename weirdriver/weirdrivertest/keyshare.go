@@ -306,7 +306,7 @@ func testKeyShareHiddenKey(t *testing.T, d weirdriver.Driver, opts Options) {
 
 // testKeySharePart: the buckets are divided in proportion to what each
 // client wants (its MaxWorkers; weirdriver.KeyPart), and a client that does
-// not say (an older weir) counts as wanting what the others do on average.
+// not say (Want 0) counts as wanting what the others do on average.
 func testKeySharePart(t *testing.T, d weirdriver.Driver, opts Options) {
 	if opts.NoKeyShares {
 		t.Skip("the driver holds no buckets of keys")

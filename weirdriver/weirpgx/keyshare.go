@@ -10,8 +10,7 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// The statements of KeyShare, in one transaction after queueShareLockSQL
-// (migration 016).
+// The statements of KeyShare, in one transaction after queueShareLockSQL.
 const (
 	// keyShareExpireSQL deletes queue $1's buckets and holders whose lease
 	// ran out.
@@ -32,7 +31,7 @@ DELETE FROM {key_holder} h WHERE h.queue = $1 AND h.holder = $2`
 	// keyShareRenewSQL deletes the buckets $3 that client $2 releases of
 	// queue $1, leases its row as a holder wanting $5 (0: not said) and its
 	// other buckets for $4 µs, and returns those buckets and the other
-	// holders with what each wants (0: not said; migration 019).
+	// holders with what each wants (0: not said).
 	keyShareRenewSQL = `WITH released AS (
 	DELETE FROM {key_share} s WHERE s.queue = $1 AND s.holder = $2 AND s.bucket = ANY($3::integer[])
 ), holder AS (

@@ -10,10 +10,10 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// TestKeyBucketMatchesDatabase: weirdriver.KeyBucket, by which a client keeps
-// a claimed job's key within its buckets, gives every key the bucket the
-// database's weir_key_bucket gives it (migration 016), for keys of every
-// sort: empty, numbers as JSON writes them, multibyte text, long text.
+// TestKeyBucketMatchesDatabase: weirdriver.KeyBucket, by which a client keeps a
+// claimed job's key within its buckets, gives every key the bucket the
+// database's weir_key_bucket gives it, for keys of every sort: empty, numbers
+// as JSON writes them, multibyte text, long text.
 func TestKeyBucketMatchesDatabase(t *testing.T) {
 	t.Parallel()
 	_, pool, schema := readySetup(t)

@@ -198,8 +198,7 @@ func (m *migrationTx) Rollback(ctx context.Context) error {
 }
 
 // migrationTable reports whether the migration table exists and whether it has
-// the compatible column, which weir versions before the migration that added it
-// lack.
+// the compatible column, which a table made by a weir before 0.1.0 may lack.
 func migrationTable(ctx context.Context, db pgxDB, q *queries) (exists, hasCompatible bool, err error) {
 	err = db.QueryRow(ctx, q.migrationTable, q.migration).Scan(&exists, &hasCompatible)
 	return exists, hasCompatible, err

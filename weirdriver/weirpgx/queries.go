@@ -213,7 +213,7 @@ SELECT pg_notify($4, name) IS NOT NULL FROM settings`
 
 // queueSetKeyLimitSQL sets queue $1's limits per key, $2 running (NULL:
 // none) and $3 per $4 µs started (NULL: none), on the field path $6 of
-// source $5 (weir_queue_set_key, migration 013), and notifies $7, the insert
+// source $5 (weir_queue_set_key), and notifies $7, the insert
 // channel, so that the queue's workers claim again.
 const queueSetKeyLimitSQL = `
 SELECT {schema}.weir_queue_set_key($1, $2, $3, $4, $5, $6), pg_notify($7, $1) IS NOT NULL`

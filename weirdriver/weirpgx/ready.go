@@ -15,7 +15,7 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// The ready list (migration 011, docs/design/storage.md): weir_ready, partitioned into
+// The ready list (docs/design/storage.md): weir_ready, partitioned into
 // readySegments segments weir_ready_0 ... by the second its rows were written.
 // A claim deletes the rows it takes. Under a snapshot that an old transaction
 // holds open, neither VACUUM nor the index's own clean-up can remove deleted

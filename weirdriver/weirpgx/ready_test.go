@@ -88,7 +88,7 @@ func claimAll(t *testing.T, exec weirdriver.Executor, queue string) []int64 {
 }
 
 // TestReadyListFollowsJobs: every way a job becomes available writes its row
-// in the ready list (the triggers of migration 011), whoever writes it; a
+// in the ready list (the triggers on weir_job), whoever writes it; a
 // claim takes the rows; a row whose job is no longer available is skipped and
 // dropped by the claim that meets it.
 func TestReadyListFollowsJobs(t *testing.T) {
@@ -472,7 +472,7 @@ func walkNodes(node any, fn func(map[string]any)) {
 
 // TestKeySkipScanStartsAtItsKey: the skip scan over a queue's keys goes on
 // from where the last one stopped, and finds that key through the key index
-// instead of walking every key before it (migration 017). A counted claim
+// instead of walking every key before it. A counted claim
 // whose head is all of a key at its limit scans the keys; the scan's last
 // stop is set after 6,000 of the 6,050 other keys, and the claim reads far
 // fewer entries of the key index than the 6,000 keys before the stop.

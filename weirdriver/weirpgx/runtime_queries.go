@@ -14,7 +14,7 @@ const effectiveOutcome = "(CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'can
 // copy of a job may lack the last claims the old primary made: the new
 // primary's claims come later, so they do not hand out again a token the old
 // primary gave (docs/operations.md, "A primary and a replica"). The claim's
-// function weir_ready_claim (migration 011) has its own copy.
+// function weir_ready_claim (functions/weir_ready_claim.sql) has its own copy.
 const nextToken = "greatest(j.lease_token + 1, (extract(epoch FROM now()) * 1000000)::bigint)"
 
 // dueAt ({due}) is when a retried or snoozed job in jobFinalizeSQL becomes due.
@@ -31,28 +31,27 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 // (docs/design/store-runtime.md).
 const stillRunning = "CASE WHEN j.state = 'running' THEN true ELSE false END"
 
-// jobClaimSQL leases up to $2 due available jobs of queue $1, unless the queue is
-// paused, for $3 µs to client $4, through weir_ready_claim (migration 011): it
-// takes rows from the ready list in claim order (each segment's index: queue,
-// priority, scheduled_at, job id, walked in order whatever the statistics),
-// rows that nobody else holds, locked and deleted, and leases their jobs that
-// are still available in that queue and due, by primary key; a row whose job
-// is not (cancelled, deleted, claimed by id, moved) is a stale hint, deleted
-// with the rest. The job table's own partial index on available jobs is left
-// alone, because under an old snapshot its entries of claimed jobs cannot be
-// cleaned and every claim would walk them (docs/design/storage.md). The lease token
-// is the function's copy of nextToken. A queue with a rate limit or limits
-// per key, or with a global limit claimed by a client holding no share of it,
-// is claimed under the queue's advisory claim lock (migrations 012 to 015),
-// at most the limit less the live shares and the running jobs of clients
-// without one, and what the rates admit. Returns the
-// claimed jobs' jobColumns in claim order, then, when a limit cut the claim
-// short, a row whose id is NULL, attempted_at the claim's time and
-// scheduled_at, when the rate limit cut it, the time the next start is due.
-// With $5, the buckets of the queue's keys the client holds, it claims as
-// their holder, skipping the keys $6 (migration 016), and each job comes with
-// its key; the row after the jobs then comes after every claim, its kind the
-// words of what it says (capped, share, owned, keys).
+// jobClaimSQL leases up to $2 due available jobs of queue $1, unless the queue
+// is paused, for $3 µs to client $4, through weir_ready_claim: it takes rows
+// from the ready list in claim order (each segment's index: queue, priority,
+// scheduled_at, job id, walked in order whatever the statistics), rows that
+// nobody else holds, locked and deleted, and leases their jobs that are still
+// available in that queue and due, by primary key; a row whose job is not
+// (cancelled, deleted, claimed by id, moved) is a stale hint, deleted with the
+// rest. The job table's own partial index on available jobs is left alone,
+// because under an old snapshot its entries of claimed jobs cannot be cleaned
+// and every claim would walk them (docs/design/storage.md). The lease token is
+// the function's copy of nextToken. A queue with a rate limit or limits per
+// key, or with a global limit claimed by a client holding no share of it, is
+// claimed under the queue's advisory claim lock, at most the limit less the
+// live shares and the running jobs of clients without one, and what the rates
+// admit. Returns the claimed jobs' jobColumns in claim order, then, when a
+// limit cut the claim short, a row whose id is NULL, attempted_at the claim's
+// time and scheduled_at, when the rate limit cut it, the time the next start is
+// due. With $5, the buckets of the queue's keys the client holds, it claims as
+// their holder, skipping the keys $6, and each job comes with its key; the row
+// after the jobs then comes after every claim, its kind the words of what it
+// says (capped, share, owned, keys).
 const jobClaimSQL = `
 SELECT {cols}, CASE WHEN c.id IS NOT NULL AND cardinality($5::integer[]) > 0 THEN {job_key}(p.src, p.path, c.args, c.metadata) END
 FROM {ready_claim}($1, $2, $3, $4, $5, $6, false) AS c

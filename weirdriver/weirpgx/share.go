@@ -8,7 +8,7 @@ import (
 	"github.com/weirq/weir/weirdriver"
 )
 
-// The statements of QueueShare, in one transaction (migration 015).
+// The statements of QueueShare, in one transaction.
 const (
 	// queueShareLockSQL takes the lock under which queue $2's limited claims
 	// take turns (weir_ready_claim), named after schema $1 and the queue.

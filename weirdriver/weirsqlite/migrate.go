@@ -149,8 +149,7 @@ func (m *migrationTx) Rollback(context.Context) error {
 }
 
 // migrationTable reports whether the migration table exists and whether it has
-// the compatible column, which weir versions before the migration that added it
-// lack.
+// the compatible column, which a table made by a weir before 0.1.0 may lack.
 func migrationTable(ctx context.Context, db queryer) (exists, hasCompatible bool, err error) {
 	err = db.QueryRowContext(ctx, migrationTableSQL).Scan(&exists, &hasCompatible)
 	return exists, hasCompatible, err

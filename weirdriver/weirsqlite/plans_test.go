@@ -10,8 +10,8 @@ import (
 )
 
 // TestQueryPlans checks with EXPLAIN QUERY PLAN that each statement that looks for
-// jobs by state goes through the partial index made for it (migration 001), on a
-// table with rows in every state and statistics gathered.
+// jobs by state goes through the partial index made for it, on a table with
+// rows in every state and statistics gathered.
 func TestQueryPlans(t *testing.T) {
 	t.Parallel()
 	d, err := Open(filepath.Join(t.TempDir(), "plans.db"), nil)

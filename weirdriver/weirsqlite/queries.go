@@ -13,7 +13,8 @@ const jobColumns = `id, state, queue, kind, args, priority, attempt, max_attempt
 	release_count, cancel_requested_at, output, progress`
 
 // stateBit is weirdriver.StateBit in SQL, word for word as in the predicate of
-// weir_job_unique_idx (migration 001), so that the planner can match the two.
+// weir_job_unique_idx (migrations/001_baseline.up.sql), so that the planner
+// can match the two.
 const stateBit = `CASE state
         WHEN 'scheduled' THEN 1
         WHEN 'available' THEN 2
@@ -129,7 +130,7 @@ ON CONFLICT (queue, key) DO UPDATE SET tat = excluded.tat`
 	// row, or NULLs); with a global limit, whether the client holds a live
 	// share of it (weir_queue_share), and, unless it does, what the limit's
 	// count is: the live shares plus the running jobs of the clients without
-	// one (migration 010).
+	// one.
 	queueLimits = `SELECT global_limit,
 	global_limit IS NOT NULL AND EXISTS (SELECT 1 FROM weir_queue_share s WHERE s.queue = ?1 AND s.holder = ?2 AND s.expires_at >= ?3),
 	CASE WHEN global_limit IS NULL
@@ -139,7 +140,7 @@ ON CONFLICT (queue, key) DO UPDATE SET tat = excluded.tat`
 			SELECT 1 FROM weir_queue_share s WHERE s.queue = ?1 AND s.holder = j.attempted_by AND s.expires_at >= ?3)) END,
 	rate_limit, rate_period_us, rate_tat, key_limit, key_rate, key_rate_period_us, limit_key
 FROM weir_queue WHERE name = ?1 AND (global_limit IS NOT NULL OR rate_limit IS NOT NULL OR limit_key IS NOT NULL)`
-	// QueueShare's statements (migration 010), as weirpgx's. ?1 queue, ?2 now.
+	// QueueShare's statements, as weirpgx's. ?1 queue, ?2 now.
 	queueShareExpire = `DELETE FROM weir_queue_share WHERE queue = ?1 AND expires_at < ?2`
 	// ?1 queue, ?2 client: the queue's global limit (no row or NULL: none),
 	// and the running jobs of the clients other than ?2 that hold no share.

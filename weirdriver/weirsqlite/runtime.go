@@ -55,8 +55,8 @@ func (e *executor) JobClaim(ctx context.Context, p *weirdriver.JobClaimParams) (
 			lim.Limited, lim.Share = true, true
 			n = int(max(global.Int64-busy, 0))
 		}
-		// The rate limit, as weirpgx's weir_ready_claim keeps it (migration
-		// 012), in microseconds.
+		// The rate limit, as weirpgx's weir_ready_claim keeps it, in
+		// microseconds.
 		var t float64
 		var burst int
 		if rate.Valid {

@@ -2,11 +2,8 @@ package weir
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/weirq/weir/internal/maintenance"
-	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
 
@@ -34,15 +31,12 @@ func (c *Client) ClientList(ctx context.Context) ([]*ClientRow, error) {
 		if rows, err = exec.ClientList(ctx); err != nil {
 			return err
 		}
-		leader, _, err := exec.LeaderGet(ctx, maintenance.LeaderName)
-		if errors.Is(err, weirdriver.ErrNotFound) {
-			return nil // nobody leads
-		}
-		if err != nil {
+		leader, err := c.leader(ctx, exec)
+		if err != nil || leader == nil {
 			return err
 		}
 		for _, r := range rows {
-			r.Leader = r.ID == leader
+			r.Leader = r.ID == leader.ID
 		}
 		return nil
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
+	"github.com/weirq/weir/weirtype"
 )
 
 // Listing limits.
@@ -301,7 +302,7 @@ func (c *Client) changeJob(ctx context.Context, id int64, op func(weirdriver.Exe
 }
 
 // QueueStats counts a queue's jobs by state.
-type QueueStats = weirdriver.QueueStats
+type QueueStats = weirtype.QueueStats
 
 // QueueList lists the queues that have jobs, with their counts by state.
 func (c *Client) QueueList(ctx context.Context) ([]*QueueStats, error) {

@@ -225,7 +225,7 @@ func testQueuePauseResume(t *testing.T, d weirdriver.Driver) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]*weirdriver.QueueStats{}
+	byName := map[string]*weirtype.QueueStats{}
 	for _, q := range queues {
 		byName[q.Name] = q
 	}

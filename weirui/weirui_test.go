@@ -486,7 +486,8 @@ func TestOperatorMutates(t *testing.T) {
 	if r := e.do(t, "GET", "/api/v1/periodic", nil, otto); r.status != 200 || !strings.Contains(r.body, `"periodic": []`) {
 		t.Errorf("periodic: %d %s", r.status, r.body)
 	}
-	if r := e.do(t, "GET", "/api/v1/leader", nil, otto); r.status != 200 || !strings.Contains(r.body, `"id": ""`) {
+	if r := e.do(t, "GET", "/api/v1/leader", nil, otto); r.status != 200 || !strings.Contains(r.body, `"id": ""`) ||
+		!strings.Contains(r.body, `"elected_at": null`) {
 		t.Errorf("leader: %d %s", r.status, r.body)
 	}
 	for _, p := range []string{"/", "/queues", "/periodic"} {
@@ -1010,11 +1011,20 @@ func TestPeriodicAndLeader(t *testing.T) {
 	}
 	otto := basic("otto", operatorPassword)
 	r := e.do(t, "GET", "/", nil, otto)
-	if r.status != 200 || !strings.Contains(r.body, "web-1-&lt;b&gt;") {
-		t.Errorf("overview does not name the leader: %d", r.status)
+	if r.status != 200 || !strings.Contains(r.body, "Maintenance leader: <code>web-1-&lt;b&gt;</code>, elected ") {
+		t.Errorf("overview does not name the leader and its election: %d", r.status)
 	}
-	if r := e.do(t, "GET", "/api/v1/leader", nil, otto); !strings.Contains(r.body, `"id": "web-1-\u003cb\u003e"`) {
+	r = e.do(t, "GET", "/api/v1/leader", nil, otto)
+	if !strings.Contains(r.body, `"id": "web-1-\u003cb\u003e"`) {
 		t.Errorf("leader: %s", r.body)
+	}
+	var term struct {
+		ElectedAt *time.Time `json:"elected_at"`
+		ExpiresAt *time.Time `json:"expires_at"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &term); err != nil || term.ElectedAt == nil || term.ExpiresAt == nil ||
+		term.ExpiresAt.Sub(*term.ElectedAt) != time.Minute {
+		t.Errorf("leader's term: %s (%v), want elected_at and expires_at a minute apart", r.body, err)
 	}
 	r = e.do(t, "GET", "/periodic", nil, otto)
 	for _, want := range []string{"nightly", "30 2 * * *", "Europe/Berlin", "active", `action="/periodic/nightly/pause"`, `action="/periodic/nightly/trigger"`} {

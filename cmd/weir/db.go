@@ -44,10 +44,17 @@ func (f *dbFlags) resolve(e *env, fs *flag.FlagSet) error {
 	if f.url == "" {
 		return usagef("%s: no database URL: pass --database-url or set %s", cmdName(fs), envDatabaseURL)
 	}
-	if err := weirpgx.ValidateSchema(f.schema); err != nil {
-		return usagef("%s: bad --schema: %s", cmdName(fs), strings.TrimPrefix(err.Error(), "weirpgx: "))
+	return checkSchema(cmdName(fs), f.schema)
+}
+
+// checkSchema refuses a --schema that weirpgx cannot use, as a usage error of
+// command cmd.
+func checkSchema(cmd, schema string) error {
+	err := weirpgx.ValidateSchema(schema)
+	if e, ok := errors.AsType[*weirpgx.SchemaError](err); ok {
+		return usagef("%s: bad --schema: %s", cmd, e.Message)
 	}
-	return nil
+	return err
 }
 
 // database is an open database with weir's driver on it.

@@ -143,8 +143,11 @@ func openSQLite(path string, create bool) (weirdriver.Driver, func(), error) {
 		}
 	}
 	driver, err := weirsqlite.Open(path, nil)
+	if e, ok := errors.AsType[*weirsqlite.OpenError](err); ok {
+		return nil, nil, fmt.Errorf("cannot open the SQLite database: %s: %v", e.Path, e.Err)
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot open the SQLite database: %s", strings.TrimPrefix(err.Error(), "weirsqlite: "))
+		return nil, nil, err
 	}
 	return driver, func() { _ = driver.Close() }, nil
 }

@@ -522,6 +522,20 @@ func withUser(t *testing.T, raw string, user *url.Userinfo) string {
 	return u.String()
 }
 
+// TestInconsistentMigrationTable: a migration table that disagrees with this
+// weir's migrations is reported under the command's name, with what is wrong.
+func TestInconsistentMigrationTable(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	migrateUp(t, schema)
+	if _, err := dbtest.Pool(t, nil).Exec(t.Context(), "UPDATE "+pgx.Identifier{schema, "weir_migration"}.Sanitize()+
+		" SET name = 'renamed' WHERE version = 1"); err != nil {
+		t.Fatal(err)
+	}
+	r := runWeir(t, map[string]string{envDatabaseURL: dbtest.URL()}, "migrate", "status", "--schema", schema)
+	wantFailure(t, r, exitFailure, `weir: migrate status: database has migration 1 named "renamed" where this weir has `, "inconsistent")
+}
+
 func TestUnknownMigrationInDatabase(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.Schema(t)
@@ -535,7 +549,7 @@ func TestUnknownMigrationInDatabase(t *testing.T) {
 	env := map[string]string{envDatabaseURL: dbtest.URL()}
 	for _, action := range []string{"up", "down"} {
 		r := runWeir(t, env, "migrate", action, "--schema", schema)
-		wantFailure(t, r, exitFailure, "999", "upgrade weir")
+		wantFailure(t, r, exitFailure, "weir: migrate "+action+": database has migration 999_from_the_future, ", "upgrade weir")
 	}
 	// status fails the same way after listing the migration it does not know.
 	r := runWeir(t, env, "migrate", "status", "--schema", schema)

@@ -206,25 +206,30 @@ func TestNewHandlerRefusesOpenByDefault(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil, nil)
 	for _, tc := range []struct {
-		name string
-		opts *weirui.Options
-		want string
+		name  string
+		opts  *weirui.Options
+		field string
+		want  string
 	}{
-		{"nil options", nil, "no authentication configured"},
-		{"empty auth", &weirui.Options{Auth: &weirui.Auth{}}, "no authentication configured"},
-		{"proxy without trusted", &weirui.Options{Auth: &weirui.Auth{ProxyHeader: "X-Forwarded-User"}}, "TrustedProxies is empty"},
+		{"nil options", nil, "Options.Auth", "no authentication configured"},
+		{"empty auth", &weirui.Options{Auth: &weirui.Auth{}}, "Options.Auth", "no authentication configured"},
+		{"proxy without trusted", &weirui.Options{Auth: &weirui.Auth{ProxyHeader: "X-Forwarded-User"}}, "Auth.TrustedProxies", "TrustedProxies is empty"},
 		{"bad header", &weirui.Options{Auth: &weirui.Auth{ProxyHeader: "X User",
-			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}}}, "not a header name"},
-		{"bad base path", &weirui.Options{AllowAnonymous: true, BasePath: "weir/"}, "BasePath"},
-		{"short key", &weirui.Options{AllowAnonymous: true, CSRFKey: []byte("short")}, "CSRFKey"},
-		{"bad hash", &weirui.Options{Auth: &weirui.Auth{Users: []weirui.User{{Role: weirui.RoleViewer, Name: "a", PasswordHash: "plain"}}}}, "pbkdf2-sha256"},
-		{"anonymous and auth", &weirui.Options{Auth: testAuth(), AllowAnonymous: true}, "set one of them"},
-		{"no role", &weirui.Options{Auth: &weirui.Auth{Tokens: []weirui.Token{{}}}}, "role none"},
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}}}, "Auth.ProxyHeader", "not a header name"},
+		{"bad base path", &weirui.Options{AllowAnonymous: true, BasePath: "weir/"}, "Options.BasePath", "BasePath"},
+		{"short key", &weirui.Options{AllowAnonymous: true, CSRFKey: []byte("short")}, "Options.CSRFKey", "CSRFKey"},
+		{"bad hash", &weirui.Options{Auth: &weirui.Auth{Users: []weirui.User{{Role: weirui.RoleViewer, Name: "a", PasswordHash: "plain"}}}}, "Auth.Users[0]", "pbkdf2-sha256"},
+		{"anonymous and auth", &weirui.Options{Auth: testAuth(), AllowAnonymous: true}, "Options.AllowAnonymous", "set one of them"},
+		{"no role", &weirui.Options{Auth: &weirui.Auth{Tokens: []weirui.Token{{}}}}, "Auth.Tokens[0]", "role none"},
 	} {
 		_, err := weirui.NewHandler(e.client, tc.opts)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: err %v, want one containing %q", tc.name, err, tc.want)
+		inv, ok := errors.AsType[*weirui.InvalidError](err)
+		if !ok || inv.Field != tc.field || !strings.Contains(inv.Message, tc.want) || err.Error() != "weirui: "+inv.Message {
+			t.Errorf("%s: err %v, want an *InvalidError about %s containing %q", tc.name, err, tc.field, tc.want)
 		}
+	}
+	if _, err := weirui.NewHandler(nil, &weirui.Options{AllowAnonymous: true}); !errors.As(err, new(*weirui.InvalidError)) {
+		t.Errorf("nil client: %v, want an *InvalidError", err)
 	}
 	if _, err := weirui.NewHandler(e.client, &weirui.Options{AllowAnonymous: true}); err != nil {
 		t.Errorf("AllowAnonymous: %v", err)

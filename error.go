@@ -29,6 +29,10 @@ var (
 	ErrSchemaIncompatible = weirmigrate.ErrIncompatible
 )
 
+// JobFinalError is the error, wrapping ErrJobFinal, of an operation that needs
+// a job that is not final: State is the job's final state.
+type JobFinalError = weirdriver.JobFinalError
+
 // ErrAlreadyStarted is returned by Start on a client that is running.
 var ErrAlreadyStarted = errors.New("weir: client already started")
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -479,8 +480,8 @@ type JobThroughputParams struct {
 	Width time.Duration
 }
 
-// Error codes a driver reports through *OpError, so that callers can tell what went
-// wrong without knowing the database.
+// Error codes a driver wraps into its errors, so that callers can tell what
+// went wrong without knowing the database.
 var (
 	// ErrJobRunning is returned when an operation needs a job that is not running.
 	ErrJobRunning = errors.New("job is running")
@@ -489,6 +490,17 @@ var (
 	// ErrUniqueConflict is returned when a change would give two jobs the same unique key.
 	ErrUniqueConflict = errors.New("another job has the same unique key")
 )
+
+// JobFinalError is the error for an operation that needs a job that is not
+// final: State is the job's final state. errors.Is(err, ErrJobFinal) holds.
+type JobFinalError struct {
+	State weirtype.JobState
+}
+
+func (e *JobFinalError) Error() string { return fmt.Sprintf("%s (%s)", ErrJobFinal, e.State) }
+
+// Is reports whether target is ErrJobFinal.
+func (e *JobFinalError) Is(target error) bool { return target == ErrJobFinal }
 
 // LikePattern is a LIKE pattern, with ESCAPE '\', that matches any text
 // holding s: its wildcards (% and _) and the escape character are escaped.

@@ -491,7 +491,7 @@ func (e *executor) changeJob(ctx context.Context, what string, id int64, query s
 		if state == weirtype.JobStateRunning {
 			return weirdriver.ErrJobRunning
 		}
-		return fmt.Errorf("%w (%s)", weirdriver.ErrJobFinal, state)
+		return &weirdriver.JobFinalError{State: state}
 	})
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("%s job %d: %w", what, id, weirdriver.ErrUniqueConflict)

@@ -3,7 +3,6 @@ package weir
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/weirq/weir/internal/maintenance"
@@ -33,7 +32,7 @@ func (c *Client) Leader(ctx context.Context) (*LeaderRow, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return l, nil
 }
@@ -67,7 +66,7 @@ func (c *Client) JobThroughput(ctx context.Context, since time.Time, width time.
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return res, nil
 }

@@ -2,7 +2,6 @@ package weir
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/weirq/weir/weirtype"
 )
@@ -41,7 +40,7 @@ func (c *Client) ClientList(ctx context.Context) ([]*ClientRow, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return rows, nil
 }

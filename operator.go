@@ -3,7 +3,6 @@ package weir
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -78,7 +77,7 @@ func (c *Client) JobGet(ctx context.Context, id int64) (*JobRow, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return job, nil
 }
@@ -175,7 +174,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return res, nil
 }
@@ -296,7 +295,7 @@ func (c *Client) changeJob(ctx context.Context, id int64, op func(weirdriver.Exe
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return job, nil
 }
@@ -328,7 +327,7 @@ func (c *Client) queueList(ctx context.Context, op func(weirdriver.Executor, con
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return queues, nil
 }
@@ -448,7 +447,7 @@ func (c *Client) queueOp(ctx context.Context, name string, op func(weirdriver.Ex
 	}
 	err := c.operate(ctx, func() error { return op(c.driver.Executor(), ctx, name) })
 	if err != nil {
-		return fmt.Errorf("weir: %w", err)
+		return opErr(err)
 	}
 	return nil
 }

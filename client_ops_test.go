@@ -2,6 +2,7 @@ package weir_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,41 @@ func TestJobThroughput(t *testing.T) {
 				if e, ok := errors.AsType[*weir.InvalidError](err); !ok || e.Field != field {
 					t.Errorf("throughput with a bad %s: %v, want an *InvalidError about it", field, err)
 				}
+			}
+		})
+	}
+}
+
+// TestOpError checks, on both stores, that what stands in an operator call's
+// way comes as an *OpError whose cause errors.Is and errors.As see: a final
+// job's state, a missing schedule.
+func TestOpError(t *testing.T) {
+	t.Parallel()
+	for _, d := range bothStores(t) {
+		t.Run(d.Name(), func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			c, err := weir.NewClient(d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.Insert(ctx, probeArgs{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.JobCancel(ctx, res.Job.ID); err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.JobCancel(ctx, res.Job.ID)
+			op, ok := errors.AsType[*weir.OpError](err)
+			final, isFinal := errors.AsType[*weir.JobFinalError](err)
+			if !ok || op.Op != "" || err.Error() != "weir: "+op.Err.Error() || !errors.Is(err, weir.ErrJobFinal) ||
+				!isFinal || final.State != weir.JobStateCancelled {
+				t.Errorf("cancel of a cancelled job: %v, want an *OpError of a *JobFinalError naming cancelled", err)
+			}
+			_, err = c.PeriodicPause(ctx, "missing")
+			if op, ok := errors.AsType[*weir.OpError](err); !ok || !errors.Is(err, weir.ErrNotFound) || !strings.Contains(op.Err.Error(), `no periodic job "missing"`) {
+				t.Errorf("pause of a missing schedule: %v, want an *OpError of ErrNotFound naming it", err)
 			}
 		})
 	}

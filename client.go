@@ -826,7 +826,7 @@ func (c *Client) write(ctx context.Context, exec weirdriver.Inserter, jobs []*In
 		return tx.Commit(ctx)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: insert: %w", err)
+		return nil, &OpError{Op: "insert", Err: err}
 	}
 	return results, nil
 }

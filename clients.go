@@ -2,11 +2,7 @@ package weir
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
-	"github.com/weirq/weir/internal/maintenance"
-	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
 
@@ -34,20 +30,17 @@ func (c *Client) ClientList(ctx context.Context) ([]*ClientRow, error) {
 		if rows, err = exec.ClientList(ctx); err != nil {
 			return err
 		}
-		leader, _, err := exec.LeaderGet(ctx, maintenance.LeaderName)
-		if errors.Is(err, weirdriver.ErrNotFound) {
-			return nil // nobody leads
-		}
-		if err != nil {
+		leader, err := c.leader(ctx, exec)
+		if err != nil || leader == nil {
 			return err
 		}
 		for _, r := range rows {
-			r.Leader = r.ID == leader
+			r.Leader = r.ID == leader.ID
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return rows, nil
 }

@@ -29,6 +29,36 @@ var (
 	ErrSchemaIncompatible = weirmigrate.ErrIncompatible
 )
 
+// JobFinalError is the error, wrapping ErrJobFinal, of an operation that needs
+// a job that is not final: State is the job's final state.
+type JobFinalError = weirdriver.JobFinalError
+
+// OpError is the error of a Client's operator call (JobGet, JobList, the job,
+// queue and periodic changes, ClientList, Leader, JobThroughput...) or of an
+// insert, when something other than its input stood in the way (bad input is
+// an *InvalidError): the database, the schema, a job or schedule missing or
+// in the wrong state. Err says what, and errors.Is and errors.As see through
+// to it. Error prefixes Err with "weir: " and Op; a program that shows errors
+// under its own name can show Op and Err instead.
+type OpError struct {
+	// Op names the step that failed when the call names it ("insert"), and is
+	// empty otherwise.
+	Op  string
+	Err error
+}
+
+func (e *OpError) Error() string {
+	if e.Op == "" {
+		return "weir: " + e.Err.Error()
+	}
+	return "weir: " + e.Op + ": " + e.Err.Error()
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// opErr wraps err, what failed an operator call, in an *OpError.
+func opErr(err error) error { return &OpError{Err: err} }
+
 // ErrAlreadyStarted is returned by Start on a client that is running.
 var ErrAlreadyStarted = errors.New("weir: client already started")
 

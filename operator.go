@@ -3,7 +3,6 @@ package weir
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirmigrate"
+	"github.com/weirq/weir/weirtype"
 )
 
 // Listing limits.
@@ -77,7 +77,7 @@ func (c *Client) JobGet(ctx context.Context, id int64) (*JobRow, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return job, nil
 }
@@ -174,7 +174,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return res, nil
 }
@@ -295,13 +295,13 @@ func (c *Client) changeJob(ctx context.Context, id int64, op func(weirdriver.Exe
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return job, nil
 }
 
 // QueueStats counts a queue's jobs by state.
-type QueueStats = weirdriver.QueueStats
+type QueueStats = weirtype.QueueStats
 
 // QueueList lists the queues that have jobs, with their counts by state.
 func (c *Client) QueueList(ctx context.Context) ([]*QueueStats, error) {
@@ -327,7 +327,7 @@ func (c *Client) queueList(ctx context.Context, op func(weirdriver.Executor, con
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return queues, nil
 }
@@ -447,7 +447,7 @@ func (c *Client) queueOp(ctx context.Context, name string, op func(weirdriver.Ex
 	}
 	err := c.operate(ctx, func() error { return op(c.driver.Executor(), ctx, name) })
 	if err != nil {
-		return fmt.Errorf("weir: %w", err)
+		return opErr(err)
 	}
 	return nil
 }

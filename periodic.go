@@ -343,7 +343,7 @@ func (c *Client) PeriodicList(ctx context.Context) ([]*PeriodicRow, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return rows, nil
 }
@@ -385,10 +385,10 @@ func (c *Client) periodicOp(ctx context.Context, name string, op func(weirdriver
 		return err
 	})
 	if errors.Is(err, weirdriver.ErrNotFound) {
-		return nil, fmt.Errorf("weir: %w: no periodic job %q", ErrNotFound, name)
+		return nil, opErr(fmt.Errorf("%w: no periodic job %q", ErrNotFound, name))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("weir: %w", err)
+		return nil, opErr(err)
 	}
 	return row, nil
 }

@@ -227,14 +227,17 @@ func ClampTime(t time.Time) time.Time {
 	return t
 }
 
+// MinThroughputWidth is the narrowest bucket a throughput count takes.
+const MinThroughputWidth = time.Second
+
 // CheckThroughput checks a throughput count's params: a start, and buckets of
-// a second or more.
+// MinThroughputWidth or more.
 func CheckThroughput(p *JobThroughputParams) error {
 	switch {
 	case p.Since.IsZero():
 		return errors.New("since is zero")
-	case p.Width < time.Second:
-		return fmt.Errorf("bucket width %v is less than 1s", p.Width)
+	case p.Width < MinThroughputWidth:
+		return fmt.Errorf("bucket width %v is less than %v", p.Width, MinThroughputWidth)
 	}
 	return nil
 }

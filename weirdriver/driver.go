@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -202,20 +203,20 @@ type Executor interface {
 	JobDelete(ctx context.Context, id int64) (*weirtype.JobRow, error)
 	// QueueList counts jobs by queue and state, and lists paused queues even when
 	// they hold no jobs.
-	QueueList(ctx context.Context) ([]*QueueStats, error)
+	QueueList(ctx context.Context) ([]*weirtype.QueueStats, error)
 	// QueueListEstimated lists what QueueList does for a page that polls it
 	// on a large table: the counts of the states that are not final
 	// (scheduled, available, running, retryable) exact, from their partial
 	// indexes, and those of the final states (completed, cancelled,
 	// discarded) estimated where an exact count would read the whole table,
-	// each such state marked in QueueStats.Estimated. A driver that counts
+	// each such state marked in weirtype.QueueStats.Estimated. A driver that counts
 	// every state cheaply may answer exactly, marking nothing. A queue whose
 	// only jobs are a few final ones may be missing from an estimate.
-	QueueListEstimated(ctx context.Context) ([]*QueueStats, error)
+	QueueListEstimated(ctx context.Context) ([]*weirtype.QueueStats, error)
 	// JobThroughput counts the jobs finalized from params.Since on, by state,
 	// in buckets of params.Width starting at Since, through the index on
 	// finalized_at: the rows finalized in that time and no others.
-	JobThroughput(ctx context.Context, params *JobThroughputParams) (*JobThroughputResult, error)
+	JobThroughput(ctx context.Context, params *JobThroughputParams) (*weirtype.Throughput, error)
 	// QueuePause pauses a queue: no client claims from it until it is resumed;
 	// running jobs finish. Pausing a paused queue changes nothing.
 	QueuePause(ctx context.Context, name string) error
@@ -316,9 +317,10 @@ type Executor interface {
 	LeaderElect(ctx context.Context, params *LeaderElectParams) (bool, error)
 	// LeaderResign gives up leadership of name if leaderID holds it.
 	LeaderResign(ctx context.Context, name, leaderID string) error
-	// LeaderGet returns the current leader of name, or ErrNotFound when nobody
-	// holds an unexpired term.
-	LeaderGet(ctx context.Context, name string) (leaderID string, expiresAt time.Time, err error)
+	// LeaderGet returns the unexpired term of name: who holds it, since when
+	// and until when. It returns ErrNotFound when nobody holds an unexpired
+	// term.
+	LeaderGet(ctx context.Context, name string) (*weirtype.LeaderRow, error)
 	// LeaderTermLeft reports how long the unexpired term of name has left by
 	// the database clock, and false when there is none: a client that lost an
 	// election tries again as that term ends.
@@ -479,34 +481,6 @@ type KeyLimitParams struct {
 	RatePeriod time.Duration
 }
 
-// QueueStats counts a queue's jobs by state.
-type QueueStats struct {
-	Name   string
-	Counts map[weirtype.JobState]int64
-	// OldestAvailableAt is the scheduled time of the queue's oldest available
-	// job, the one waiting longest for a worker; zero when none is available.
-	OldestAvailableAt time.Time
-	// Paused is set while the queue is paused.
-	Paused bool
-	// GlobalLimit is the queue's global limit, 0 when it has none.
-	GlobalLimit int
-	// RateLimit jobs per RatePeriod is the queue's rate limit; 0 when it has
-	// none.
-	RateLimit  int
-	RatePeriod time.Duration
-	// KeyLimit is the queue's limit of running jobs per key and KeyRate per
-	// KeyRatePeriod its rate limit per key, 0 when it has none; Key is the
-	// field that keys them, "" when it has neither.
-	KeyLimit      int
-	KeyRate       int
-	KeyRatePeriod time.Duration
-	Key           string
-	// Estimated marks the states whose count is an estimate
-	// (Executor.QueueListEstimated); the other counts are exact. Nil when
-	// every count is exact.
-	Estimated map[weirtype.JobState]bool
-}
-
 // JobThroughputParams asks for the jobs finalized from Since on, by bucket of
 // Width (CheckThroughput).
 type JobThroughputParams struct {
@@ -514,27 +488,8 @@ type JobThroughputParams struct {
 	Width time.Duration
 }
 
-// JobThroughputResult is the buckets that hold a job finalized from Since on,
-// oldest first, and the database's clock when it counted them.
-type JobThroughputResult struct {
-	Now     time.Time
-	Buckets []*ThroughputBucket
-}
-
-// ThroughputBucket counts the jobs finalized in [Start, Start+Width).
-type ThroughputBucket struct {
-	Start     time.Time
-	Completed int64
-	Cancelled int64
-	Discarded int64
-	// PickupMean is the mean time from scheduled_at to attempted_at of the
-	// completed jobs, their last attempt's wait for a worker; zero when none
-	// completed.
-	PickupMean time.Duration
-}
-
-// Error codes a driver reports through *OpError, so that callers can tell what went
-// wrong without knowing the database.
+// Error codes a driver wraps into its errors, so that callers can tell what
+// went wrong without knowing the database.
 var (
 	// ErrJobRunning is returned when an operation needs a job that is not running.
 	ErrJobRunning = errors.New("job is running")
@@ -543,6 +498,17 @@ var (
 	// ErrUniqueConflict is returned when a change would give two jobs the same unique key.
 	ErrUniqueConflict = errors.New("another job has the same unique key")
 )
+
+// JobFinalError is the error for an operation that needs a job that is not
+// final: State is the job's final state. errors.Is(err, ErrJobFinal) holds.
+type JobFinalError struct {
+	State weirtype.JobState
+}
+
+func (e *JobFinalError) Error() string { return fmt.Sprintf("%s (%s)", ErrJobFinal, e.State) }
+
+// Is reports whether target is ErrJobFinal.
+func (e *JobFinalError) Is(target error) bool { return target == ErrJobFinal }
 
 // LikePattern is a LIKE pattern, with ESCAPE '\', that matches any text
 // holding s: its wildcards (% and _) and the escape character are escaped.

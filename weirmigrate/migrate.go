@@ -76,6 +76,19 @@ func (e *DropsJobsError) Error() string {
 		e.Migration, e.Jobs, jobs, e.Driver, e.Schema)
 }
 
+// OpError is the error of Up, Down or Status: Op is the method ("up", "down",
+// "status") and Err says what stood in the way (the options, the database,
+// its migration table, or a *DropsJobsError). errors.Is and errors.As see
+// through to Err; a command can show Err under its own words.
+type OpError struct {
+	Op  string
+	Err error
+}
+
+func (e *OpError) Error() string { return "weirmigrate: " + e.Op + ": " + e.Err.Error() }
+
+func (e *OpError) Unwrap() error { return e.Err }
+
 // ErrIncompatible is wrapped by Check when the database has migrations this weir
 // does not know and one of them is not marked compatible: a newer weir applied
 // it, and this one may not run against the schema.
@@ -94,7 +107,7 @@ func (m *Migrator) Up(ctx context.Context, opts *UpOpts) ([]Migration, error) {
 	target := len(known)
 	if opts.TargetVersion != 0 {
 		if opts.TargetVersion < 0 || opts.TargetVersion > len(known) {
-			return nil, fmt.Errorf("weirmigrate: target version %d is out of range 1..%d", opts.TargetVersion, len(known))
+			return nil, &OpError{Op: "up", Err: fmt.Errorf("target version %d is out of range 1..%d", opts.TargetVersion, len(known))}
 		}
 		target = opts.TargetVersion
 	}
@@ -113,7 +126,7 @@ func (m *Migrator) Up(ctx context.Context, opts *UpOpts) ([]Migration, error) {
 		return known[len(applied):max(target, len(applied))], nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weirmigrate: up: %w", err)
+		return nil, &OpError{Op: "up", Err: err}
 	}
 	return names(done), nil
 }
@@ -127,11 +140,11 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 		opts = &DownOpts{}
 	}
 	if opts.Steps < 0 {
-		return nil, fmt.Errorf("weirmigrate: steps must not be negative, got %d", opts.Steps)
+		return nil, &OpError{Op: "down", Err: fmt.Errorf("steps must not be negative, got %d", opts.Steps)}
 	}
 	known := m.driver.Migrations()
 	if opts.TargetVersion < 0 || opts.TargetVersion > len(known) {
-		return nil, fmt.Errorf("weirmigrate: target version %d is out of range 0..%d", opts.TargetVersion, len(known))
+		return nil, &OpError{Op: "down", Err: fmt.Errorf("target version %d is out of range 0..%d", opts.TargetVersion, len(known))}
 	}
 	done, err := m.migrate(ctx, down, func(tx weirdriver.MigrationTx, applied []weirdriver.AppliedMigration) ([]weirdriver.Migration, error) {
 		newer, err := splitApplied(applied, known)
@@ -171,7 +184,7 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 		return todo, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("weirmigrate: down: %w", err)
+		return nil, &OpError{Op: "down", Err: err}
 	}
 	return names(done), nil
 }
@@ -343,7 +356,7 @@ type Status struct {
 func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
 	applied, err := m.driver.MigrationsApplied(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("weirmigrate: status: %w", err)
+		return nil, &OpError{Op: "status", Err: err}
 	}
 	known := m.driver.Migrations()
 	prerelease, err := m.prerelease(applied)
@@ -355,7 +368,7 @@ func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
 	}
 	newer, err := splitApplied(applied, known)
 	if err != nil {
-		return nil, fmt.Errorf("weirmigrate: status: %w", err)
+		return nil, &OpError{Op: "status", Err: err}
 	}
 	out := make([]Status, 0, len(known)+len(newer))
 	for i, k := range known {

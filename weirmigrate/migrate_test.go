@@ -526,13 +526,16 @@ func TestBadOptionsChangeNothing(t *testing.T) {
 		{TargetVersion: -1, All: true},
 	}
 	for _, opts := range bad {
-		if done, err := m.Down(t.Context(), opts); err == nil {
-			t.Errorf("down %+v: reverted %v, want an error", *opts, done)
+		done, err := m.Down(t.Context(), opts)
+		if e, ok := errors.AsType[*weirmigrate.OpError](err); !ok || e.Op != "down" || err.Error() != "weirmigrate: down: "+e.Err.Error() {
+			t.Errorf("down %+v: reverted %v, %v; want an *OpError of down", *opts, done, err)
 		}
 	}
 	for _, target := range []int{-1, n + 1} {
-		if done, err := m.Up(t.Context(), &weirmigrate.UpOpts{TargetVersion: target}); err == nil {
-			t.Errorf("up to %d after up: applied %v, want an error", target, done)
+		done, err := m.Up(t.Context(), &weirmigrate.UpOpts{TargetVersion: target})
+		if e, ok := errors.AsType[*weirmigrate.OpError](err); !ok || e.Op != "up" ||
+			e.Err.Error() != fmt.Sprintf("target version %d is out of range 1..%d", target, n) {
+			t.Errorf("up to %d after up: applied %v, %v; want an *OpError of up naming the range", target, done, err)
 		}
 	}
 	if after := snapshot(t, d); after != before {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/weirq/weir"
-	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
 
@@ -21,10 +20,6 @@ const (
 	defaultLimit = 50
 	maxLimit     = 1000
 )
-
-// leaderName is the name maintenance leadership is elected under
-// (internal/maintenance.LeaderName).
-const leaderName = "maintenance"
 
 func (h *handler) routes() {
 	m := h.mux
@@ -681,22 +676,24 @@ func (h *handler) apiPeriodicAction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, row)
 }
 
-// leaderJSON is the maintenance leader.
+// leaderJSON is the maintenance leader's term; its times are null when
+// nobody leads.
 type leaderJSON struct {
 	// ID is the leading client's id; empty when nobody leads.
 	ID        string     `json:"id"`
+	ElectedAt *time.Time `json:"elected_at"`
 	ExpiresAt *time.Time `json:"expires_at"`
 }
 
 func (h *handler) leader(ctx context.Context) (*leaderJSON, error) {
-	id, expires, err := h.client.Driver().Executor().LeaderGet(ctx, leaderName)
-	if errors.Is(err, weirdriver.ErrNotFound) {
-		return &leaderJSON{}, nil
-	}
+	l, err := h.client.Leader(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &leaderJSON{ID: id, ExpiresAt: &expires}, nil
+	if l == nil {
+		return &leaderJSON{}, nil
+	}
+	return &leaderJSON{ID: l.ID, ElectedAt: &l.ElectedAt, ExpiresAt: &l.ExpiresAt}, nil
 }
 
 func (h *handler) apiLeader(w http.ResponseWriter, r *http.Request) {

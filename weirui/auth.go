@@ -93,35 +93,36 @@ func (a *Auth) configured() bool {
 	return a != nil && (len(a.Tokens) > 0 || len(a.Users) > 0 || a.ProxyHeader != "")
 }
 
-// Validate says what is wrong with a, if anything: NewHandler calls it.
+// Validate says what is wrong with a, if anything, with an *InvalidError:
+// NewHandler calls it.
 func (a *Auth) Validate() error {
 	if a == nil {
 		return nil
 	}
 	for i, t := range a.Tokens {
 		if t.Role != RoleViewer && t.Role != RoleOperator {
-			return fmt.Errorf("weirui: Auth.Tokens[%d]: role %s is not viewer or operator", i, t.Role)
+			return invalidf(fmt.Sprintf("Auth.Tokens[%d]", i), "Auth.Tokens[%d]: role %s is not viewer or operator", i, t.Role)
 		}
 	}
 	for i, u := range a.Users {
 		if u.Role != RoleViewer && u.Role != RoleOperator {
-			return fmt.Errorf("weirui: Auth.Users[%d]: role %s is not viewer or operator", i, u.Role)
+			return invalidf(fmt.Sprintf("Auth.Users[%d]", i), "Auth.Users[%d]: role %s is not viewer or operator", i, u.Role)
 		}
 		if u.Name == "" || strings.ContainsAny(u.Name, ":\x00") {
-			return fmt.Errorf("weirui: Auth.Users[%d]: user name %q is empty or holds a colon", i, u.Name)
+			return invalidf(fmt.Sprintf("Auth.Users[%d]", i), "Auth.Users[%d]: user name %q is empty or holds a colon", i, u.Name)
 		}
 		if _, err := parseHash(u.PasswordHash); err != nil {
-			return fmt.Errorf("weirui: Auth.Users[%d] (%s): %v", i, u.Name, err)
+			return invalidf(fmt.Sprintf("Auth.Users[%d]", i), "Auth.Users[%d] (%s): %v", i, u.Name, err)
 		}
 	}
 	if a.ProxyHeader != "" && len(a.TrustedProxies) == 0 {
-		return errors.New("weirui: Auth.ProxyHeader is set but Auth.TrustedProxies is empty: no proxy would be trusted")
+		return invalidf("Auth.TrustedProxies", "Auth.ProxyHeader is set but Auth.TrustedProxies is empty: no proxy would be trusted")
 	}
 	if a.ProxyHeader == "" && len(a.TrustedProxies) > 0 {
-		return errors.New("weirui: Auth.TrustedProxies is set but Auth.ProxyHeader is empty")
+		return invalidf("Auth.ProxyHeader", "Auth.TrustedProxies is set but Auth.ProxyHeader is empty")
 	}
 	if a.ProxyHeader != "" && !validHeaderName(a.ProxyHeader) {
-		return fmt.Errorf("weirui: Auth.ProxyHeader %q is not a header name", a.ProxyHeader)
+		return invalidf("Auth.ProxyHeader", "Auth.ProxyHeader %q is not a header name", a.ProxyHeader)
 	}
 	return nil
 }
@@ -321,7 +322,7 @@ func parseHash(s string) (*passwordHash, error) {
 // auth file take: PBKDF2 with SHA-256, a random salt and 210,000 iterations.
 func HashPassword(password string) (string, error) {
 	if password == "" {
-		return "", errors.New("weirui: the password is empty")
+		return "", invalidf("password", "the password is empty")
 	}
 	salt := make([]byte, 16)
 	rand.Read(salt)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir"
 )
 
 // Throughput buckets: the last hour in twelve buckets of five minutes.
@@ -52,11 +52,11 @@ func (d *jsonDuration) String() string { return d.Round(time.Millisecond).String
 // and the others wait for it and then find its buckets kept.
 type finishedBuckets struct {
 	turn chan struct{} // holds a token while a request counts
-	kept map[int64]*weirdriver.ThroughputBucket
+	kept map[int64]*weir.ThroughputBucket
 }
 
 func newFinishedBuckets() *finishedBuckets {
-	f := &finishedBuckets{turn: make(chan struct{}, 1), kept: map[int64]*weirdriver.ThroughputBucket{}}
+	f := &finishedBuckets{turn: make(chan struct{}, 1), kept: map[int64]*weir.ThroughputBucket{}}
 	f.turn <- struct{}{}
 	return f
 }
@@ -86,11 +86,11 @@ func (h *handler) throughputAt(ctx context.Context, now time.Time) (*throughput,
 	for since.Before(newest) && f.kept[since.Unix()] != nil {
 		since = since.Add(bucketWidth)
 	}
-	res, err := h.client.Driver().Executor().JobThroughput(ctx, &weirdriver.JobThroughputParams{Since: since, Width: bucketWidth})
+	res, err := h.client.JobThroughput(ctx, since, bucketWidth)
 	if err != nil {
 		return nil, err
 	}
-	counted := map[int64]*weirdriver.ThroughputBucket{}
+	counted := map[int64]*weir.ThroughputBucket{}
 	for _, b := range res.Buckets {
 		counted[b.Start.Unix()] = b
 	}
@@ -99,7 +99,7 @@ func (h *handler) throughputAt(ctx context.Context, now time.Time) (*throughput,
 		if !start.Add(bucketWidth + settleTime).After(res.Now) {
 			b := counted[start.Unix()]
 			if b == nil {
-				b = &weirdriver.ThroughputBucket{Start: start.UTC()}
+				b = &weir.ThroughputBucket{Start: start.UTC()}
 			}
 			f.kept[start.Unix()] = b
 		}

@@ -23,6 +23,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -65,11 +66,29 @@ const maxBody = 16 << 10
 
 var basePathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)*$`)
 
+// InvalidError is the error for options the dashboard cannot serve with
+// (NewHandler, Auth.Validate, HashPassword). A command can show Message under
+// its own name; Field says which option was wrong, spelled as in the API
+// ("Options.BasePath", "Auth.Users[2]", "client", "password").
+type InvalidError struct {
+	Field string
+	// Message says what was wrong, naming the option.
+	Message string
+}
+
+func (e *InvalidError) Error() string { return "weirui: " + e.Message }
+
+// invalidf returns an *InvalidError about field with the formatted message.
+func invalidf(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
 // NewHandler returns the dashboard on client's database. The client needs no
-// workers and need not be started.
+// workers and need not be started. It returns an *InvalidError when opts
+// cannot serve.
 func NewHandler(client *weir.Client, opts *Options) (http.Handler, error) {
 	if client == nil {
-		return nil, errors.New("weirui: the client is nil")
+		return nil, invalidf("client", "the client is nil")
 	}
 	o := Options{}
 	if opts != nil {
@@ -79,19 +98,19 @@ func NewHandler(client *weir.Client, opts *Options) (http.Handler, error) {
 		return nil, err
 	}
 	if !o.Auth.configured() && !o.AllowAnonymous {
-		return nil, errors.New("weirui: no authentication configured: set Options.Auth, or Options.AllowAnonymous to serve every request as an operator's")
+		return nil, invalidf("Options.Auth", "no authentication configured: set Options.Auth, or Options.AllowAnonymous to serve every request as an operator's")
 	}
 	if o.AllowAnonymous && o.Auth.configured() {
-		return nil, errors.New("weirui: Options.AllowAnonymous with Options.Auth would make every request without credentials an operator's: set one of them")
+		return nil, invalidf("Options.AllowAnonymous", "Options.AllowAnonymous with Options.Auth would make every request without credentials an operator's: set one of them")
 	}
 	if o.BasePath != "" && (!basePathRE.MatchString(o.BasePath) || o.BasePath == "/") {
-		return nil, errors.New(`weirui: Options.BasePath must be empty or a path such as "/weir" (letters, digits, ._~- between slashes, no trailing slash)`)
+		return nil, invalidf("Options.BasePath", `Options.BasePath must be empty or a path such as "/weir" (letters, digits, ._~- between slashes, no trailing slash)`)
 	}
 	if o.CSRFKey == nil {
 		o.CSRFKey = make([]byte, 32)
 		rand.Read(o.CSRFKey)
 	} else if len(o.CSRFKey) < 32 {
-		return nil, errors.New("weirui: Options.CSRFKey is shorter than 32 bytes")
+		return nil, invalidf("Options.CSRFKey", "Options.CSRFKey is shorter than 32 bytes")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -206,25 +206,30 @@ func TestNewHandlerRefusesOpenByDefault(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil, nil)
 	for _, tc := range []struct {
-		name string
-		opts *weirui.Options
-		want string
+		name  string
+		opts  *weirui.Options
+		field string
+		want  string
 	}{
-		{"nil options", nil, "no authentication configured"},
-		{"empty auth", &weirui.Options{Auth: &weirui.Auth{}}, "no authentication configured"},
-		{"proxy without trusted", &weirui.Options{Auth: &weirui.Auth{ProxyHeader: "X-Forwarded-User"}}, "TrustedProxies is empty"},
+		{"nil options", nil, "Options.Auth", "no authentication configured"},
+		{"empty auth", &weirui.Options{Auth: &weirui.Auth{}}, "Options.Auth", "no authentication configured"},
+		{"proxy without trusted", &weirui.Options{Auth: &weirui.Auth{ProxyHeader: "X-Forwarded-User"}}, "Auth.TrustedProxies", "TrustedProxies is empty"},
 		{"bad header", &weirui.Options{Auth: &weirui.Auth{ProxyHeader: "X User",
-			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}}}, "not a header name"},
-		{"bad base path", &weirui.Options{AllowAnonymous: true, BasePath: "weir/"}, "BasePath"},
-		{"short key", &weirui.Options{AllowAnonymous: true, CSRFKey: []byte("short")}, "CSRFKey"},
-		{"bad hash", &weirui.Options{Auth: &weirui.Auth{Users: []weirui.User{{Role: weirui.RoleViewer, Name: "a", PasswordHash: "plain"}}}}, "pbkdf2-sha256"},
-		{"anonymous and auth", &weirui.Options{Auth: testAuth(), AllowAnonymous: true}, "set one of them"},
-		{"no role", &weirui.Options{Auth: &weirui.Auth{Tokens: []weirui.Token{{}}}}, "role none"},
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}}}, "Auth.ProxyHeader", "not a header name"},
+		{"bad base path", &weirui.Options{AllowAnonymous: true, BasePath: "weir/"}, "Options.BasePath", "BasePath"},
+		{"short key", &weirui.Options{AllowAnonymous: true, CSRFKey: []byte("short")}, "Options.CSRFKey", "CSRFKey"},
+		{"bad hash", &weirui.Options{Auth: &weirui.Auth{Users: []weirui.User{{Role: weirui.RoleViewer, Name: "a", PasswordHash: "plain"}}}}, "Auth.Users[0]", "pbkdf2-sha256"},
+		{"anonymous and auth", &weirui.Options{Auth: testAuth(), AllowAnonymous: true}, "Options.AllowAnonymous", "set one of them"},
+		{"no role", &weirui.Options{Auth: &weirui.Auth{Tokens: []weirui.Token{{}}}}, "Auth.Tokens[0]", "role none"},
 	} {
 		_, err := weirui.NewHandler(e.client, tc.opts)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: err %v, want one containing %q", tc.name, err, tc.want)
+		inv, ok := errors.AsType[*weirui.InvalidError](err)
+		if !ok || inv.Field != tc.field || !strings.Contains(inv.Message, tc.want) || err.Error() != "weirui: "+inv.Message {
+			t.Errorf("%s: err %v, want an *InvalidError about %s containing %q", tc.name, err, tc.field, tc.want)
 		}
+	}
+	if _, err := weirui.NewHandler(nil, &weirui.Options{AllowAnonymous: true}); !errors.As(err, new(*weirui.InvalidError)) {
+		t.Errorf("nil client: %v, want an *InvalidError", err)
 	}
 	if _, err := weirui.NewHandler(e.client, &weirui.Options{AllowAnonymous: true}); err != nil {
 		t.Errorf("AllowAnonymous: %v", err)
@@ -486,7 +491,8 @@ func TestOperatorMutates(t *testing.T) {
 	if r := e.do(t, "GET", "/api/v1/periodic", nil, otto); r.status != 200 || !strings.Contains(r.body, `"periodic": []`) {
 		t.Errorf("periodic: %d %s", r.status, r.body)
 	}
-	if r := e.do(t, "GET", "/api/v1/leader", nil, otto); r.status != 200 || !strings.Contains(r.body, `"id": ""`) {
+	if r := e.do(t, "GET", "/api/v1/leader", nil, otto); r.status != 200 || !strings.Contains(r.body, `"id": ""`) ||
+		!strings.Contains(r.body, `"elected_at": null`) {
 		t.Errorf("leader: %d %s", r.status, r.body)
 	}
 	for _, p := range []string{"/", "/queues", "/periodic"} {
@@ -1010,11 +1016,20 @@ func TestPeriodicAndLeader(t *testing.T) {
 	}
 	otto := basic("otto", operatorPassword)
 	r := e.do(t, "GET", "/", nil, otto)
-	if r.status != 200 || !strings.Contains(r.body, "web-1-&lt;b&gt;") {
-		t.Errorf("overview does not name the leader: %d", r.status)
+	if r.status != 200 || !strings.Contains(r.body, "Maintenance leader: <code>web-1-&lt;b&gt;</code>, elected ") {
+		t.Errorf("overview does not name the leader and its election: %d", r.status)
 	}
-	if r := e.do(t, "GET", "/api/v1/leader", nil, otto); !strings.Contains(r.body, `"id": "web-1-\u003cb\u003e"`) {
+	r = e.do(t, "GET", "/api/v1/leader", nil, otto)
+	if !strings.Contains(r.body, `"id": "web-1-\u003cb\u003e"`) {
 		t.Errorf("leader: %s", r.body)
+	}
+	var term struct {
+		ElectedAt *time.Time `json:"elected_at"`
+		ExpiresAt *time.Time `json:"expires_at"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &term); err != nil || term.ElectedAt == nil || term.ExpiresAt == nil ||
+		term.ExpiresAt.Sub(*term.ElectedAt) != time.Minute {
+		t.Errorf("leader's term: %s (%v), want elected_at and expires_at a minute apart", r.body, err)
 	}
 	r = e.do(t, "GET", "/periodic", nil, otto)
 	for _, want := range []string{"nightly", "30 2 * * *", "Europe/Berlin", "active", `action="/periodic/nightly/pause"`, `action="/periodic/nightly/trigger"`} {

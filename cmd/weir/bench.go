@@ -15,7 +15,6 @@ import (
 	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 	"github.com/weirq/weir/internal/pgcluster"
 	"github.com/weirq/weir/weirbench"
-	"github.com/weirq/weir/weirdriver/weirpgx"
 )
 
 var benchCommand = &command{
@@ -135,8 +134,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		o.pollOnly = true // LISTEN does not work through PgBouncer in transaction mode
 	}
-	if err := weirpgx.ValidateSchema(o.schema); err != nil {
-		return usagef("%s: bad --schema: %s", name, strings.TrimPrefix(err.Error(), "weirpgx: "))
+	if err := checkSchema(name, o.schema); err != nil {
+		return err
 	}
 	if o.maxWorkers < 1 {
 		return usagef("%s: --max-workers must be at least 1, got %d", name, o.maxWorkers)

@@ -66,11 +66,11 @@ func testBinarySQLite(t *testing.T, b *weirBinary) {
 				}
 				before := sqliteState(t, dir)
 				r := b.run(t, nil, append(args, "--database-url", sqliteURL(i, path))...)
-				wantFailure(t, r, exitFailure, "weir: cannot open the SQLite database: ", path, "not a usable SQLite database")
+				wantFailure(t, r, exitFailure, "weir: cannot open the SQLite database: "+path+": not a usable SQLite database: ")
 				// The same, named in the environment (demo does not read it).
 				if args[0] != "demo" {
 					r = b.run(t, []string{envDatabaseURL + "=" + sqliteURL(i+1, path)}, args...)
-					wantFailure(t, r, exitFailure, "weir: cannot open the SQLite database: ", path, "not a usable SQLite database")
+					wantFailure(t, r, exitFailure, "weir: cannot open the SQLite database: "+path+": not a usable SQLite database: ")
 				}
 				if after := sqliteState(t, dir); after != before {
 					t.Fatalf("the directory changed:\nbefore %s\nafter  %s", before, after)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/cmd/weir/internal/pgurl"
@@ -32,9 +32,10 @@ func openClient(ctx context.Context, f *dbFlags) (*weir.Client, func(), error) {
 // (a *weir.InvalidError) is a mistake in the command line, reported with the
 // client's message after the command's name; the job's position in a batch is
 // left out, since enqueue --count inserts identical copies. A schema that is not
-// migrated is reported with the client's advice to run `weir migrate up`. Other
-// errors lose the client's "weir: " prefix, which report adds again, and any
-// password the database URL holds, should the driver quote it.
+// migrated is reported with the client's advice to run `weir migrate up`. Of
+// other errors (a *weir.OpError) weir prints what stood in the way, after the
+// client's step when it names one, under its own "weir: " that report adds,
+// without any password the database URL holds, should the driver quote it.
 func (f *dbFlags) clientErr(fs *flag.FlagSet, err error) error {
 	if invalid, ok := errors.AsType[*weir.InvalidError](err); ok {
 		return usagef("%s: %s", cmdName(fs), invalid.Message)
@@ -42,7 +43,13 @@ func (f *dbFlags) clientErr(fs *flag.FlagSet, err error) error {
 	if msg, ok := wrapperOf(err, weir.ErrNotMigrated); ok {
 		return errors.New(msg)
 	}
-	return errors.New(pgurl.Redact(strings.TrimPrefix(err.Error(), "weir: "), f.url, ""))
+	if op, ok := errors.AsType[*weir.OpError](err); ok {
+		err = op.Err
+		if op.Op != "" {
+			err = fmt.Errorf("%s: %w", op.Op, op.Err)
+		}
+	}
+	return errors.New(pgurl.Redact(err.Error(), f.url, ""))
 }
 
 // wrapperOf finds, in err's tree, the error that wraps sentinel itself and

@@ -44,10 +44,17 @@ func (f *dbFlags) resolve(e *env, fs *flag.FlagSet) error {
 	if f.url == "" {
 		return usagef("%s: no database URL: pass --database-url or set %s", cmdName(fs), envDatabaseURL)
 	}
-	if err := weirpgx.ValidateSchema(f.schema); err != nil {
-		return usagef("%s: bad --schema: %s", cmdName(fs), strings.TrimPrefix(err.Error(), "weirpgx: "))
+	return checkSchema(cmdName(fs), f.schema)
+}
+
+// checkSchema refuses a --schema that weirpgx cannot use, as a usage error of
+// command cmd.
+func checkSchema(cmd, schema string) error {
+	err := weirpgx.ValidateSchema(schema)
+	if e, ok := errors.AsType[*weirpgx.SchemaError](err); ok {
+		return usagef("%s: bad --schema: %s", cmd, e.Message)
 	}
-	return nil
+	return err
 }
 
 // database is an open database with weir's driver on it.
@@ -136,8 +143,11 @@ func openSQLite(path string, create bool) (weirdriver.Driver, func(), error) {
 		}
 	}
 	driver, err := weirsqlite.Open(path, nil)
+	if e, ok := errors.AsType[*weirsqlite.OpenError](err); ok {
+		return nil, nil, fmt.Errorf("cannot open the SQLite database: %s: %v", e.Path, e.Err)
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot open the SQLite database: %s", strings.TrimPrefix(err.Error(), "weirsqlite: "))
+		return nil, nil, err
 	}
 	return driver, func() { _ = driver.Close() }, nil
 }

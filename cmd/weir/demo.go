@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/weirq/weir"
-	"github.com/weirq/weir/weirdriver/weirpgx"
 	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirtype"
 )
@@ -86,8 +85,8 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(e, fs, args, demoUsage); err != nil {
 		return err
 	}
-	if err := weirpgx.ValidateSchema(f.schema); err != nil {
-		return usagef("demo: bad --schema: %s", strings.TrimPrefix(err.Error(), "weirpgx: "))
+	if err := checkSchema("demo", f.schema); err != nil {
+		return err
 	}
 	if _, ok := sqlitePath(f.url); isSet(fs, "schema") && (f.url == "" || ok) {
 		// A SQLite file has no schemas: --schema would be ignored, and the

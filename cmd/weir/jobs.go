@@ -423,9 +423,10 @@ func jobReason(action string, err error) (string, bool) {
 		}
 		return "running: it can be retried once it ends", true
 	case errors.Is(err, weir.ErrJobFinal):
-		// The driver appends the job's final state to the sentinel: "(completed)".
-		_, state, _ := strings.Cut(err.Error(), weir.ErrJobFinal.Error())
-		return "already final" + state, true
+		if final, ok := errors.AsType[*weir.JobFinalError](err); ok {
+			return fmt.Sprintf("already final (%s)", final.State), true
+		}
+		return "already final", true
 	case errors.Is(err, weir.ErrUniqueConflict):
 		return "another job with the same unique key is live", true
 	}

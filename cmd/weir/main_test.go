@@ -522,6 +522,50 @@ func withUser(t *testing.T, raw string, user *url.Userinfo) string {
 	return u.String()
 }
 
+// TestClientOpErrors: an operation that the database fails is reported once
+// under weir's name, after the client's step when the client names one, and
+// without the client's own "weir: " prefix again.
+func TestClientOpErrors(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	migrateUp(t, schema)
+	pool := dbtest.Pool(t, nil)
+	env := map[string]string{envDatabaseURL: dbtest.URL()}
+	if _, err := pool.Exec(t.Context(), "ALTER TABLE "+pgx.Identifier{schema, "weir_job"}.Sanitize()+
+		" ADD CONSTRAINT weir_test_refuses CHECK (kind <> 'refused')"); err != nil {
+		t.Fatal(err)
+	}
+	r := runWeir(t, env, "enqueue", "--kind", "refused", "--schema", schema)
+	wantFailure(t, r, exitFailure, "weir_test_refuses")
+	if !strings.HasPrefix(r.stderr, "weir: insert: ") || strings.Contains(r.stderr, "weir: weir") {
+		t.Errorf("enqueue the database refuses: %q, want one line from weir: insert: ", r.stderr)
+	}
+
+	if _, err := pool.Exec(t.Context(), "INSERT INTO "+pgx.Identifier{schema, "weir_migration"}.Sanitize()+
+		" (version, name) VALUES (999, 'from_the_future')"); err != nil {
+		t.Fatal(err)
+	}
+	r = runWeir(t, env, "jobs", "list", "--schema", schema)
+	wantFailure(t, r, exitFailure, "999_from_the_future", "upgrade weir")
+	if !strings.HasPrefix(r.stderr, "weir: schema is newer than this weir: ") {
+		t.Errorf("jobs list on a newer schema: %q, want one line from weir: schema is newer than this weir: ", r.stderr)
+	}
+}
+
+// TestInconsistentMigrationTable: a migration table that disagrees with this
+// weir's migrations is reported under the command's name, with what is wrong.
+func TestInconsistentMigrationTable(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	migrateUp(t, schema)
+	if _, err := dbtest.Pool(t, nil).Exec(t.Context(), "UPDATE "+pgx.Identifier{schema, "weir_migration"}.Sanitize()+
+		" SET name = 'renamed' WHERE version = 1"); err != nil {
+		t.Fatal(err)
+	}
+	r := runWeir(t, map[string]string{envDatabaseURL: dbtest.URL()}, "migrate", "status", "--schema", schema)
+	wantFailure(t, r, exitFailure, `weir: migrate status: database has migration 1 named "renamed" where this weir has `, "inconsistent")
+}
+
 func TestUnknownMigrationInDatabase(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.Schema(t)
@@ -535,7 +579,7 @@ func TestUnknownMigrationInDatabase(t *testing.T) {
 	env := map[string]string{envDatabaseURL: dbtest.URL()}
 	for _, action := range []string{"up", "down"} {
 		r := runWeir(t, env, "migrate", action, "--schema", schema)
-		wantFailure(t, r, exitFailure, "999", "upgrade weir")
+		wantFailure(t, r, exitFailure, "weir: migrate "+action+": database has migration 999_from_the_future, ", "upgrade weir")
 	}
 	// status fails the same way after listing the migration it does not know.
 	r := runWeir(t, env, "migrate", "status", "--schema", schema)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -128,7 +127,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	case "up":
 		done, err := m.Up(ctx, &weirmigrate.UpOpts{TargetVersion: o.targetVersion})
 		if err != nil {
-			return migrateErr(err)
+			return migrateErr(cmdName(fs), err)
 		}
 		if len(done) == 0 {
 			fmt.Fprintln(e.stdout, "already up to date")
@@ -152,7 +151,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 				cmdName(fs), dropErr.Migration, dropErr.Driver, dropErr.Schema, dropErr.Jobs, plural(dropErr.Jobs, "job"))
 		}
 		if err != nil {
-			return migrateErr(err)
+			return migrateErr(cmdName(fs), err)
 		}
 		if len(done) == 0 {
 			fmt.Fprintln(e.stdout, "nothing to revert")
@@ -161,7 +160,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "reverted %s\n", mig)
 		}
 	case "status":
-		return migrateStatus(ctx, e, m, o.json)
+		return migrateStatus(ctx, e, cmdName(fs), m, o.json)
 	}
 	return nil
 }
@@ -173,10 +172,10 @@ var errPending = errors.New("migrations are pending")
 // migrateStatus prints the status of every migration and returns errPending
 // when some are pending, or an error naming the newer migrations that are not
 // marked compatible, so that a deploy script can gate on the exit status.
-func migrateStatus(ctx context.Context, e *env, m *weirmigrate.Migrator, asJSON bool) error {
+func migrateStatus(ctx context.Context, e *env, cmd string, m *weirmigrate.Migrator, asJSON bool) error {
 	status, err := m.Status(ctx)
 	if err != nil {
-		return migrateErr(err)
+		return migrateErr(cmd, err)
 	}
 	if asJSON {
 		err = writeJSON(e.stdout, statusJSON(status))
@@ -192,7 +191,7 @@ func migrateStatus(ctx context.Context, e *env, m *weirmigrate.Migrator, asJSON 
 		}
 	}
 	if err := m.Check(ctx); err != nil {
-		return migrateErr(err)
+		return migrateErr(cmd, err)
 	}
 	return nil
 }
@@ -264,7 +263,12 @@ func plural(n int64, noun string) string {
 	return noun + "s"
 }
 
-// migrateErr drops weirmigrate's package prefix, which means nothing to a user.
-func migrateErr(err error) error {
-	return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "weirmigrate: "))
+// migrateErr is the error command cmd prints for err of weirmigrate: what
+// stood in the way, after the command's name, without weirmigrate's own name
+// and method, which mean nothing to a user.
+func migrateErr(cmd string, err error) error {
+	if e, ok := errors.AsType[*weirmigrate.OpError](err); ok {
+		return fmt.Errorf("%s: %w", cmd, e.Err)
+	}
+	return err
 }

@@ -146,7 +146,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	ui, err := weirui.NewHandler(client, uiOpts)
 	if err != nil {
-		return usagef("serve: %s", strings.TrimPrefix(err.Error(), "weirui: "))
+		return uiErr(err)
 	}
 	ui = countRequests(ui)
 
@@ -291,9 +291,18 @@ func (o *serveOpts) auth(e *env, fs *flag.FlagSet) (*weirui.Auth, error) {
 		auth.TrustedProxies = append(auth.TrustedProxies, p.Masked())
 	}
 	if err := auth.Validate(); err != nil {
-		return nil, usagef("serve: %s", strings.TrimPrefix(err.Error(), "weirui: "))
+		return nil, uiErr(err)
 	}
 	return auth, nil
+}
+
+// uiErr is the error weir serve prints for err of weirui: options the
+// dashboard refuses are a mistake in the command line or the auth file.
+func uiErr(err error) error {
+	if e, ok := errors.AsType[*weirui.InvalidError](err); ok {
+		return usagef("serve: %s", e.Message)
+	}
+	return err
 }
 
 // checkLoopback refuses an address that is not a loopback one.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -12,8 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirq/weir"
-	"github.com/weirq/weir/internal/maintenance"
-	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
 
@@ -79,16 +76,16 @@ func (m *serveMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(m.oldestAge, prometheus.GaugeValue, age, q.Name)
 	}
-	id, expires, err := m.client.Driver().Executor().LeaderGet(ctx, maintenance.LeaderName)
+	leader, err := m.client.Leader(ctx)
 	switch {
-	case err == nil:
-		ch <- prometheus.MustNewConstMetric(m.leader, prometheus.GaugeValue, 1, id)
-		ch <- prometheus.MustNewConstMetric(m.termLeft, prometheus.GaugeValue, max(time.Until(expires).Seconds(), 0))
-	case errors.Is(err, weirdriver.ErrNotFound):
-		ch <- prometheus.MustNewConstMetric(m.termLeft, prometheus.GaugeValue, 0)
-	default:
+	case err != nil:
 		m.logger.Warn("weir serve: metrics: reading the leader", "error", err)
 		up = 0
+	case leader == nil:
+		ch <- prometheus.MustNewConstMetric(m.termLeft, prometheus.GaugeValue, 0)
+	default:
+		ch <- prometheus.MustNewConstMetric(m.leader, prometheus.GaugeValue, 1, leader.ID)
+		ch <- prometheus.MustNewConstMetric(m.termLeft, prometheus.GaugeValue, max(time.Until(leader.ExpiresAt).Seconds(), 0))
 	}
 	ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, up)
 }

@@ -65,7 +65,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--trusted-proxy", "10.0.0.1"}, []string{"--trusted-proxy needs --trust-proxy-header"}},
 		{[]string{"--trust-proxy-header", "X-Forwarded-User"}, []string{"--trust-proxy-header needs --trusted-proxy"}},
 		{[]string{"--trust-proxy-header", "X-Forwarded-User", "--trusted-proxy", "10.0.0.300"}, []string{`--trusted-proxy "10.0.0.300"`}},
-		{[]string{"--trust-proxy-header", "X User", "--trusted-proxy", "10.0.0.1", "--addr", "127.0.0.1:0"}, []string{"not a header name"}},
+		{[]string{"--trust-proxy-header", "X User", "--trusted-proxy", "10.0.0.1", "--addr", "127.0.0.1:0"}, []string{`weir: serve: Auth.ProxyHeader "X User" is not a header name`}},
 		{[]string{"--trust-proxy-header", "X-U", "--trusted-proxy", "10.0.0.1", "--proxy-role", "admin"}, []string{"--proxy-role", `"admin"`}},
 		{[]string{"--proxy-role", "operator"}, []string{"--proxy-role needs --trust-proxy-header"}},
 		{[]string{"--auth-file", good, "--base-path", "weir"}, []string{"--base-path"}},

@@ -204,14 +204,14 @@ func observe(t *testing.T, svcs []*maintenance.Service, d time.Duration) int {
 
 func leaderGet(t *testing.T, exec weirdriver.Executor) string {
 	t.Helper()
-	id, _, err := exec.LeaderGet(t.Context(), maintenance.LeaderName)
+	l, err := exec.LeaderGet(t.Context(), maintenance.LeaderName)
 	if errors.Is(err, weirdriver.ErrNotFound) {
 		return ""
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return l.ID
 }
 
 // recorder wraps an executor and records when the service sent its latest
@@ -320,13 +320,13 @@ func TestSlowElectionsWin(t *testing.T) {
 	b := setup(t)
 	s := start(t, slowElections{b.exec}, config(t, "slow"))
 	awaitLeader(t, []*maintenance.Service{s})
-	_, first, err := b.exec.LeaderGet(t.Context(), maintenance.LeaderName)
+	first, err := b.exec.LeaderGet(t.Context(), maintenance.LeaderName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	awaitCond(t, "a renewal", nil, func() bool {
-		id, expires, err := b.exec.LeaderGet(t.Context(), maintenance.LeaderName)
-		return err == nil && id == "slow" && expires.After(first)
+		l, err := b.exec.LeaderGet(t.Context(), maintenance.LeaderName)
+		return err == nil && l.ID == "slow" && l.ExpiresAt.After(first.ExpiresAt)
 	})
 }
 

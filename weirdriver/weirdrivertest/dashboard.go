@@ -71,7 +71,7 @@ func testQueueListEstimated(t *testing.T, d weirdriver.Driver) {
 		}
 	}
 	// The fixture has the states it means to.
-	byName := map[string]*weirdriver.QueueStats{}
+	byName := map[string]*weirtype.QueueStats{}
 	for _, q := range exact {
 		byName[q.Name] = q
 	}

@@ -38,7 +38,7 @@ func setLimit(t *testing.T, d weirdriver.Driver, queue string, limit int) {
 	}
 }
 
-func queueStats(t *testing.T, d weirdriver.Driver, name string) *weirdriver.QueueStats {
+func queueStats(t *testing.T, d weirdriver.Driver, name string) *weirtype.QueueStats {
 	t.Helper()
 	queues, err := d.Executor().QueueList(ctx(t))
 	if err != nil {

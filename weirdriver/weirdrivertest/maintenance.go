@@ -257,16 +257,21 @@ func testLeaderElection(t *testing.T, d weirdriver.Driver) {
 		}
 		return ok
 	}
-	leader := func() (string, time.Time) {
+	term := func() *weirtype.LeaderRow {
 		t.Helper()
-		id, expires, err := exec.LeaderGet(ctx(t), name)
+		l, err := exec.LeaderGet(ctx(t), name)
 		if errors.Is(err, weirdriver.ErrNotFound) {
-			return "", time.Time{}
+			return &weirtype.LeaderRow{}
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		return id, expires
+		return l
+	}
+	leader := func() (string, time.Time) {
+		t.Helper()
+		l := term()
+		return l.ID, l.ExpiresAt
 	}
 	resign := func(id string) {
 		t.Helper()
@@ -284,16 +289,18 @@ func testLeaderElection(t *testing.T, d weirdriver.Driver) {
 	if elect("b", time.Minute) {
 		t.Fatal("b won while a leads")
 	}
-	id, first := leader()
-	if id != "a" || !near(first, time.Now().Add(time.Minute)) {
-		t.Fatalf("leader %q until %v, want a for a minute", id, first)
+	aTerm := term()
+	id, first := aTerm.ID, aTerm.ExpiresAt
+	if id != "a" || !near(first, time.Now().Add(time.Minute)) || first.Sub(aTerm.ElectedAt) != time.Minute {
+		t.Fatalf("leader %q from %v until %v, want a for a minute from its election", id, aTerm.ElectedAt, first)
 	}
-	// Renewal by the holder extends its term.
+	// Renewal by the holder extends its term, which still began at the election.
 	if !elect("a", 2*time.Minute) {
 		t.Fatal("a could not renew")
 	}
-	if id, renewed := leader(); id != "a" || !renewed.After(first.Add(50*time.Second)) {
-		t.Fatalf("after renewal: %q until %v, want a until about a minute after %v", id, renewed, first)
+	if l := term(); l.ID != "a" || !l.ExpiresAt.After(first.Add(50*time.Second)) || !l.ElectedAt.Equal(aTerm.ElectedAt) {
+		t.Fatalf("after renewal: %q from %v until %v, want a from %v until about a minute after %v",
+			l.ID, l.ElectedAt, l.ExpiresAt, aTerm.ElectedAt, first)
 	}
 	// Only the holder can resign.
 	resign("b")
@@ -306,6 +313,11 @@ func testLeaderElection(t *testing.T, d weirdriver.Driver) {
 	}
 	if !elect("b", time.Minute) || elect("a", time.Minute) {
 		t.Fatal("after a resigned, b should win and a lose")
+	}
+	// A new leader's term begins at its election.
+	if l := term(); l.ID != "b" || !l.ElectedAt.After(aTerm.ElectedAt) || l.ExpiresAt.Sub(l.ElectedAt) != time.Minute {
+		t.Fatalf("after b won: %q from %v until %v, want b for a minute from after a's election at %v",
+			l.ID, l.ElectedAt, l.ExpiresAt, aTerm.ElectedAt)
 	}
 
 	// Once the holder's term expires (database clock), another candidate wins.
@@ -364,8 +376,8 @@ func testLeaderElectionConcurrent(t *testing.T, d weirdriver.Driver) {
 	if winner < 0 {
 		t.Fatal("nobody won")
 	}
-	if id, _, err := d.Executor().LeaderGet(ctx(t), "race"); err != nil || id != "candidate-"+strconv.Itoa(winner) {
-		t.Fatalf("leader %q, %v; want candidate-%d", id, err, winner)
+	if l, err := d.Executor().LeaderGet(ctx(t), "race"); err != nil || l.ID != "candidate-"+strconv.Itoa(winner) {
+		t.Fatalf("leader %+v, %v; want candidate-%d", l, err, winner)
 	}
 }
 

@@ -104,8 +104,9 @@ func testCancel(t *testing.T, d weirdriver.Driver) {
 	if got.State != weirtype.JobStateCancelled || got.FinalizedAt == nil {
 		t.Fatalf("after cancel: state %s finalized %v", got.State, got.FinalizedAt)
 	}
-	if _, err := d.Executor().JobCancel(ctx(t), job.ID); !errors.Is(err, weirdriver.ErrJobFinal) {
-		t.Fatalf("second cancel: %v, want ErrJobFinal", err)
+	_, err = d.Executor().JobCancel(ctx(t), job.ID)
+	if e, ok := errors.AsType[*weirdriver.JobFinalError](err); !ok || e.State != weirtype.JobStateCancelled || !errors.Is(err, weirdriver.ErrJobFinal) {
+		t.Fatalf("second cancel: %v, want a *JobFinalError (ErrJobFinal) naming the state cancelled", err)
 	}
 }
 
@@ -225,7 +226,7 @@ func testQueuePauseResume(t *testing.T, d weirdriver.Driver) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]*weirdriver.QueueStats{}
+	byName := map[string]*weirtype.QueueStats{}
 	for _, q := range queues {
 		byName[q.Name] = q
 	}

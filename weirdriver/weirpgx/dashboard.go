@@ -63,7 +63,7 @@ const queueFinalSampled = `SELECT queue, state, count(*), NULL, true
 // scanQueues reads the rows of queueListSQL or queueCountsSQL into queues,
 // and sums the counts of the states that are not final (counted exactly) and
 // the counts of a sample.
-func scanQueues(r rows) (out []*weirdriver.QueueStats, pending, sampled int64, err error) {
+func scanQueues(r rows) (out []*weirtype.QueueStats, pending, sampled int64, err error) {
 	for r.Next() {
 		var (
 			queue     string
@@ -85,7 +85,7 @@ func scanQueues(r rows) (out []*weirdriver.QueueStats, pending, sampled int64, e
 			return nil, 0, 0, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
-			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused,
+			out = append(out, &weirtype.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused,
 				GlobalLimit: limit, RateLimit: rate, RatePeriod: time.Duration(periodUS) * time.Microsecond,
 				KeyLimit: keyLimit, KeyRate: keyRate, KeyRatePeriod: time.Duration(keyPerUS) * time.Microsecond, Key: key})
 		}
@@ -124,7 +124,7 @@ type estimateSizes struct {
 // (to within some 15% when they are spread over the table).
 var defaultEstimateSizes = estimateSizes{exactPages: 2000, samplePages: 2000}
 
-func (e *executor) QueueListEstimated(ctx context.Context) (_ []*weirdriver.QueueStats, err error) {
+func (e *executor) QueueListEstimated(ctx context.Context) (_ []*weirtype.QueueStats, err error) {
 	defer func() { err = schemaErr(err) }()
 	var (
 		reltuples       float64
@@ -195,7 +195,7 @@ SELECT now(), b.n, b.completed, b.cancelled, b.discarded, b.pickup
 FROM (SELECT) AS one LEFT JOIN b ON true
 ORDER BY b.n`
 
-func (e *executor) JobThroughput(ctx context.Context, p *weirdriver.JobThroughputParams) (_ *weirdriver.JobThroughputResult, err error) {
+func (e *executor) JobThroughput(ctx context.Context, p *weirdriver.JobThroughputParams) (_ *weirtype.Throughput, err error) {
 	defer func() { err = schemaErr(err) }()
 	if err := weirdriver.CheckThroughput(p); err != nil {
 		return nil, fmt.Errorf("count throughput: %w", err)
@@ -205,7 +205,7 @@ func (e *executor) JobThroughput(ctx context.Context, p *weirdriver.JobThroughpu
 		return nil, fmt.Errorf("count throughput: %w", err)
 	}
 	defer r.Close()
-	res := &weirdriver.JobThroughputResult{}
+	res := &weirtype.Throughput{}
 	for r.Next() {
 		var (
 			n                               *int64
@@ -218,7 +218,7 @@ func (e *executor) JobThroughput(ctx context.Context, p *weirdriver.JobThroughpu
 		if n == nil {
 			continue
 		}
-		b := &weirdriver.ThroughputBucket{
+		b := &weirtype.ThroughputBucket{
 			Start:     p.Since.Add(time.Duration(*n) * p.Width).UTC(),
 			Completed: *completed, Cancelled: *cancelled, Discarded: *discarded,
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
 
@@ -22,7 +21,7 @@ func TestQueueListEstimatedSampled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same := func(what string, got []*weirdriver.QueueStats) {
+	same := func(what string, got []*weirtype.QueueStats) {
 		t.Helper()
 		if len(got) != len(exact) {
 			t.Fatalf("%s: %d queues, want %d", what, len(got), len(exact))

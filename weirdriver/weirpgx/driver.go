@@ -69,16 +69,28 @@ func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
 // ValidateSchema reports whether name can be weir's schema: a lower-case SQL
 // identifier that is not one of PostgreSQL's own schemas (information_schema,
 // and pg_catalog, pg_toast, pg_temp_N and every other name PostgreSQL
-// reserves with the pg_ prefix).
+// reserves with the pg_ prefix). It returns a *SchemaError when name cannot.
 func ValidateSchema(name string) error {
 	if !schemaPattern.MatchString(name) {
-		return fmt.Errorf("weirpgx: schema %q is not a lower-case SQL identifier (a letter or _, then letters, digits or _, at most 50 characters)", name)
+		return &SchemaError{Schema: name, Message: fmt.Sprintf("schema %q is not a lower-case SQL identifier (a letter or _, then letters, digits or _, at most 50 characters)", name)}
 	}
 	if name == "information_schema" || strings.HasPrefix(name, "pg_") {
-		return fmt.Errorf("weirpgx: schema %q is one of PostgreSQL's system schemas (information_schema, or a name starting with pg_)", name)
+		return &SchemaError{Schema: name, Message: fmt.Sprintf("schema %q is one of PostgreSQL's system schemas (information_schema, or a name starting with pg_)", name)}
 	}
 	return nil
 }
+
+// SchemaError is the error for a schema name weirpgx cannot use
+// (ValidateSchema). A command can show Message under its own name for the
+// setting.
+type SchemaError struct {
+	// Schema is the name refused.
+	Schema string
+	// Message says why, naming the schema.
+	Message string
+}
+
+func (e *SchemaError) Error() string { return "weirpgx: " + e.Message }
 
 // Name implements weirdriver.Driver.
 func (d *Driver) Name() string { return "postgres" }

@@ -2,6 +2,7 @@ package weirpgx_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,8 +41,10 @@ func TestNewRejectsBadSchema(t *testing.T) {
 	pool := dbtest.Pool(t, nil)
 	for _, schema := range []string{"Upper", "1abc", "semi;colon", "with space", "a-b", string(make([]byte, 64)),
 		"information_schema", "pg_catalog", "pg_toast", "pg_temp", "pg_temp_3", "pg_toast_temp_3", "pg_mine"} {
-		if _, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema}); err == nil {
-			t.Errorf("schema %q accepted", schema)
+		_, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
+		if e, ok := errors.AsType[*weirpgx.SchemaError](err); !ok || e.Schema != schema ||
+			!strings.HasPrefix(e.Message, fmt.Sprintf("schema %q is ", schema)) || err.Error() != "weirpgx: "+e.Message {
+			t.Errorf("schema %q: %v, want a *SchemaError naming it", schema, err)
 		}
 	}
 	if _, err := weirpgx.New(nil, nil); err == nil {

@@ -279,10 +279,10 @@ func (e *executor) changeJob(ctx context.Context, what string, id int64, sql str
 	if state == weirtype.JobStateRunning {
 		return nil, fmt.Errorf("%s job %d: %w", what, id, weirdriver.ErrJobRunning)
 	}
-	return nil, fmt.Errorf("%s job %d: %w (%s)", what, id, weirdriver.ErrJobFinal, state)
+	return nil, fmt.Errorf("%s job %d: %w", what, id, &weirdriver.JobFinalError{State: state})
 }
 
-func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, err error) {
+func (e *executor) QueueList(ctx context.Context) (_ []*weirtype.QueueStats, err error) {
 	defer func() { err = schemaErr(err) }()
 	r, err := e.db.Query(ctx, e.q.queueList)
 	if err != nil {

@@ -416,20 +416,17 @@ func (e *executor) LeaderResign(ctx context.Context, name, leaderID string) (err
 	return nil
 }
 
-func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time.Time, err error) {
+func (e *executor) LeaderGet(ctx context.Context, name string) (_ *weirtype.LeaderRow, err error) {
 	defer func() { err = schemaErr(err) }()
-	var (
-		leader    string
-		expiresAt time.Time
-	)
-	err = e.db.QueryRow(ctx, e.q.leaderGet, name).Scan(&leader, &expiresAt)
+	var l weirtype.LeaderRow
+	err = e.db.QueryRow(ctx, e.q.leaderGet, name).Scan(&l.ID, &l.ElectedAt, &l.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, weirdriver.ErrNotFound)
+		return nil, fmt.Errorf("get leader of %s: %w", name, weirdriver.ErrNotFound)
 	}
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, err)
+		return nil, fmt.Errorf("get leader of %s: %w", name, err)
 	}
-	return leader, expiresAt, nil
+	return &l, nil
 }
 
 func (e *executor) LeaderTermLeft(ctx context.Context, name string) (_ time.Duration, _ bool, err error) {

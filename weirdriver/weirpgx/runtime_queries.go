@@ -293,9 +293,9 @@ RETURNING leader_id`
 // leaderResignSQL ends the term of leader $2 of $1, if it holds it.
 const leaderResignSQL = `DELETE FROM {leader} WHERE name = $1 AND leader_id = $2`
 
-// leaderGetSQL returns the leader id and expiry of $1's unexpired term, or no
-// row.
-const leaderGetSQL = `SELECT leader_id, expires_at FROM {leader} WHERE name = $1 AND expires_at >= now()`
+// leaderGetSQL returns the leader id, start and expiry of $1's unexpired
+// term, or no row.
+const leaderGetSQL = `SELECT leader_id, elected_at, expires_at FROM {leader} WHERE name = $1 AND expires_at >= now()`
 
 // leaderTermLeftSQL is how many microseconds $1's unexpired term has left, or
 // no row.

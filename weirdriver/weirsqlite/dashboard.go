@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
 )
 
 // QueueListEstimated counts exactly, as QueueList does: an embedded store
 // holds what one machine runs, and SQLite has no sampling to make a large
 // table's count cheaper.
-func (e *executor) QueueListEstimated(ctx context.Context) ([]*weirdriver.QueueStats, error) {
+func (e *executor) QueueListEstimated(ctx context.Context) ([]*weirtype.QueueStats, error) {
 	return e.QueueList(ctx)
 }
 
@@ -29,12 +30,12 @@ WHERE finalized_at IS NOT NULL AND finalized_at >= ?1
 GROUP BY n
 ORDER BY n`
 
-func (e *executor) JobThroughput(ctx context.Context, p *weirdriver.JobThroughputParams) (_ *weirdriver.JobThroughputResult, err error) {
+func (e *executor) JobThroughput(ctx context.Context, p *weirdriver.JobThroughputParams) (_ *weirtype.Throughput, err error) {
 	defer func() { err = schemaErr(err) }()
 	if err := weirdriver.CheckThroughput(p); err != nil {
 		return nil, fmt.Errorf("count throughput: %w", err)
 	}
-	res := &weirdriver.JobThroughputResult{Now: fromMicros(nowMicros())}
+	res := &weirtype.Throughput{Now: fromMicros(nowMicros())}
 	rows, err := e.reader().QueryContext(ctx, jobThroughput, p.Since.UnixMicro(), p.Width.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("count throughput: %w", err)
@@ -43,7 +44,7 @@ func (e *executor) JobThroughput(ctx context.Context, p *weirdriver.JobThroughpu
 	for rows.Next() {
 		var (
 			n      int64
-			b      weirdriver.ThroughputBucket
+			b      weirtype.ThroughputBucket
 			pickup sql.NullFloat64
 		)
 		if err := rows.Scan(&n, &b.Completed, &b.Cancelled, &b.Discarded, &pickup); err != nil {

@@ -65,8 +65,8 @@ type Driver struct {
 
 // Open opens the SQLite database at path, creating the file if it does not exist,
 // in WAL mode with synchronous=FULL (and fullfsync), foreign keys on and a busy
-// timeout. It fails,
-// naming path, when the file is not a SQLite database. Close the driver when done.
+// timeout. It fails with an *OpenError naming path, for instance when the file
+// is not a SQLite database. Close the driver when done.
 func Open(path string, config *Config) (*Driver, error) {
 	var cfg Config
 	if config != nil {
@@ -74,15 +74,15 @@ func Open(path string, config *Config) (*Driver, error) {
 	}
 	switch {
 	case path == "":
-		return nil, errors.New("weirsqlite: open: path is empty")
+		return nil, &OpenError{Err: errors.New("path is empty")}
 	case path == ":memory:" || strings.HasPrefix(path, "file:"):
 		// An in-memory database is private to one connection, and the driver
 		// opens several; URIs could override the settings below.
-		return nil, fmt.Errorf("weirsqlite: open %q: give the path of a database file (not :memory: or a file: URI)", path)
+		return nil, &OpenError{Path: path, Err: errors.New("give the path of a database file (not :memory: or a file: URI)")}
 	case cfg.BusyTimeout < 0:
-		return nil, fmt.Errorf("weirsqlite: open %s: busy timeout %v is negative", path, cfg.BusyTimeout)
+		return nil, &OpenError{Path: path, Err: fmt.Errorf("busy timeout %v is negative", cfg.BusyTimeout)}
 	case cfg.MaxReadConns < 0:
-		return nil, fmt.Errorf("weirsqlite: open %s: MaxReadConns %d is negative", path, cfg.MaxReadConns)
+		return nil, &OpenError{Path: path, Err: fmt.Errorf("MaxReadConns %d is negative", cfg.MaxReadConns)}
 	}
 	if cfg.BusyTimeout == 0 {
 		cfg.BusyTimeout = DefaultBusyTimeout
@@ -92,7 +92,7 @@ func Open(path string, config *Config) (*Driver, error) {
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("weirsqlite: open %s: %w", path, err)
+		return nil, &OpenError{Path: path, Err: err}
 	}
 
 	// A file: URI with the path escaped, so that a path holding '?' or '#' is
@@ -114,7 +114,7 @@ func Open(path string, config *Config) (*Driver, error) {
 	d := &Driver{path: abs, broker: newBroker(), writeTurn: make(chan struct{}, 1)}
 	d.writer, err = sql.Open("sqlite", base+"?"+params.Encode())
 	if err != nil {
-		return nil, fmt.Errorf("weirsqlite: open %s: %w", abs, err)
+		return nil, &OpenError{Path: abs, Err: err}
 	}
 	// One connection, kept open: the in-process queue of writers.
 	d.writer.SetMaxOpenConns(1)
@@ -126,7 +126,7 @@ func Open(path string, config *Config) (*Driver, error) {
 	d.reader, err = sql.Open("sqlite", base+"?"+params.Encode())
 	if err != nil {
 		d.writer.Close()
-		return nil, fmt.Errorf("weirsqlite: open %s: %w", abs, err)
+		return nil, &OpenError{Path: abs, Err: err}
 	}
 	d.reader.SetMaxOpenConns(cfg.MaxReadConns)
 	d.reader.SetMaxIdleConns(cfg.MaxReadConns)
@@ -139,6 +139,25 @@ func Open(path string, config *Config) (*Driver, error) {
 	return d, nil
 }
 
+// OpenError is Open's error: the database at Path could not be opened, and Err
+// says why. errors.Is and errors.As see through to Err; a command can show
+// Path and Err under its own words.
+type OpenError struct {
+	// Path is the database file's path, made absolute once Open got that far;
+	// empty when Open was given none.
+	Path string
+	Err  error
+}
+
+func (e *OpenError) Error() string {
+	if e.Path == "" {
+		return "weirsqlite: open: " + e.Err.Error()
+	}
+	return "weirsqlite: open " + e.Path + ": " + e.Err.Error()
+}
+
+func (e *OpenError) Unwrap() error { return e.Err }
+
 // check makes sure the file is a SQLite database before anything writes to it,
 // then switches it to WAL mode (a setting kept in the file).
 func (d *Driver) check(timeout time.Duration) error {
@@ -146,17 +165,17 @@ func (d *Driver) check(timeout time.Duration) error {
 	defer cancel()
 	var version int64
 	if err := d.writer.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&version); err != nil {
-		return fmt.Errorf("weirsqlite: open %s: not a usable SQLite database: %w", d.path, err)
+		return &OpenError{Path: d.path, Err: fmt.Errorf("not a usable SQLite database: %w", err)}
 	}
 	var mode string
 	if err := d.writer.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return fmt.Errorf("weirsqlite: open %s: set WAL mode: %w", d.path, err)
+		return &OpenError{Path: d.path, Err: fmt.Errorf("set WAL mode: %w", err)}
 	}
 	if !strings.EqualFold(mode, "wal") {
-		return fmt.Errorf("weirsqlite: open %s: journal mode is %q, want wal", d.path, mode)
+		return &OpenError{Path: d.path, Err: fmt.Errorf("journal mode is %q, want wal", mode)}
 	}
 	if err := d.reader.PingContext(ctx); err != nil {
-		return fmt.Errorf("weirsqlite: open %s: read connection: %w", d.path, err)
+		return &OpenError{Path: d.path, Err: fmt.Errorf("read connection: %w", err)}
 	}
 	return nil
 }

@@ -80,8 +80,9 @@ func TestOpenNotADatabase(t *testing.T) {
 		d.Close()
 		t.Fatal("Open of a text file succeeded")
 	}
-	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a usable SQLite database") {
-		t.Fatalf("error %q does not name the path and say what is wrong", err)
+	if e, ok := errors.AsType[*weirsqlite.OpenError](err); !ok || e.Path != path ||
+		!strings.HasPrefix(e.Err.Error(), "not a usable SQLite database: ") || err.Error() != "weirsqlite: open "+path+": "+e.Err.Error() {
+		t.Fatalf("error %q is not an *OpenError naming the path and saying what is wrong", err)
 	}
 	// Open must not have touched the file: no WAL switch, no header written.
 	got, err := os.ReadFile(path)
@@ -103,12 +104,12 @@ func TestOpenBadPaths(t *testing.T) {
 			t.Errorf("Open(%q) succeeded", path)
 			continue
 		}
-		if path != "" && !strings.Contains(err.Error(), path) {
-			t.Errorf("Open(%q): error %q does not name the path", path, err)
+		if e, ok := errors.AsType[*weirsqlite.OpenError](err); !ok || e.Path != path || !strings.Contains(err.Error(), path) {
+			t.Errorf("Open(%q): error %q is not an *OpenError naming the path", path, err)
 		}
 	}
-	if _, err := weirsqlite.Open(filepath.Join(dir, "a.db"), &weirsqlite.Config{BusyTimeout: -time.Second}); err == nil {
-		t.Error("negative busy timeout accepted")
+	if _, err := weirsqlite.Open(filepath.Join(dir, "a.db"), &weirsqlite.Config{BusyTimeout: -time.Second}); !errors.As(err, new(*weirsqlite.OpenError)) {
+		t.Errorf("negative busy timeout: %v, want an *OpenError", err)
 	}
 }
 

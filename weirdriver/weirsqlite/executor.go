@@ -491,7 +491,7 @@ func (e *executor) changeJob(ctx context.Context, what string, id int64, query s
 		if state == weirtype.JobStateRunning {
 			return weirdriver.ErrJobRunning
 		}
-		return fmt.Errorf("%w (%s)", weirdriver.ErrJobFinal, state)
+		return &weirdriver.JobFinalError{State: state}
 	})
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("%s job %d: %w", what, id, weirdriver.ErrUniqueConflict)
@@ -502,7 +502,7 @@ func (e *executor) changeJob(ctx context.Context, what string, id int64, query s
 	return job, nil
 }
 
-func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, err error) {
+func (e *executor) QueueList(ctx context.Context) (_ []*weirtype.QueueStats, err error) {
 	defer func() { err = schemaErr(err) }()
 	q := e.reader()
 	rows, err := q.QueryContext(ctx, queueList)
@@ -510,7 +510,7 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	defer rows.Close()
-	var out []*weirdriver.QueueStats
+	var out []*weirtype.QueueStats
 	for rows.Next() {
 		var (
 			queue    string
@@ -530,7 +530,7 @@ func (e *executor) QueueList(ctx context.Context) (_ []*weirdriver.QueueStats, e
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Name != queue {
-			out = append(out, &weirdriver.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused,
+			out = append(out, &weirtype.QueueStats{Name: queue, Counts: map[weirtype.JobState]int64{}, Paused: paused,
 				GlobalLimit: limit, RateLimit: rate, RatePeriod: time.Duration(periodUS) * time.Microsecond,
 				KeyLimit: keyLimit, KeyRate: keyRate, KeyRatePeriod: time.Duration(keyPerUS) * time.Microsecond, Key: key})
 		}

@@ -322,5 +322,6 @@ ON CONFLICT (name) DO UPDATE SET
 WHERE weir_leader.expires_at < ?3 OR weir_leader.leader_id = excluded.leader_id
 RETURNING leader_id`
 	leaderResign = `DELETE FROM weir_leader WHERE name = ?1 AND leader_id = ?2`
-	leaderGet    = `SELECT leader_id, expires_at FROM weir_leader WHERE name = ?1 AND expires_at >= ?2`
+	// The unexpired term of ?1 at ?2: leader id, start and expiry.
+	leaderGet = `SELECT leader_id, elected_at, expires_at FROM weir_leader WHERE name = ?1 AND expires_at >= ?2`
 )

@@ -494,31 +494,30 @@ func (e *executor) LeaderResign(ctx context.Context, name, leaderID string) (err
 	return nil
 }
 
-func (e *executor) LeaderGet(ctx context.Context, name string) (_ string, _ time.Time, err error) {
+func (e *executor) LeaderGet(ctx context.Context, name string) (_ *weirtype.LeaderRow, err error) {
 	defer func() { err = schemaErr(err) }()
-	q := e.reader()
 	var (
-		leader  string
-		expires int64
+		leader           string
+		elected, expires int64
 	)
-	err = q.QueryRowContext(ctx, leaderGet, name, nowMicros()).Scan(&leader, &expires)
+	err = e.reader().QueryRowContext(ctx, leaderGet, name, nowMicros()).Scan(&leader, &elected, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, weirdriver.ErrNotFound)
+		return nil, fmt.Errorf("get leader of %s: %w", name, weirdriver.ErrNotFound)
 	}
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("get leader of %s: %w", name, err)
+		return nil, fmt.Errorf("get leader of %s: %w", name, err)
 	}
-	return leader, fromMicros(expires), nil
+	return &weirtype.LeaderRow{ID: leader, ElectedAt: fromMicros(elected), ExpiresAt: fromMicros(expires)}, nil
 }
 
 func (e *executor) LeaderTermLeft(ctx context.Context, name string) (_ time.Duration, _ bool, err error) {
 	defer func() { err = schemaErr(err) }()
 	now := nowMicros()
 	var (
-		leader  string
-		expires int64
+		leader           string
+		elected, expires int64
 	)
-	err = e.reader().QueryRowContext(ctx, leaderGet, name, now).Scan(&leader, &expires)
+	err = e.reader().QueryRowContext(ctx, leaderGet, name, now).Scan(&leader, &elected, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}

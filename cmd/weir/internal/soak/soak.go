@@ -147,8 +147,8 @@ func FaultNames() []string {
 
 // Validate checks s, naming the flag of weir soak that sets a wrong field.
 func (s *WorkerSettings) Validate() error {
-	if err := weirpgx.ValidateSchema(s.Schema); err != nil {
-		return fmt.Errorf("bad --schema: %s", strings.TrimPrefix(err.Error(), "weirpgx: "))
+	if e, ok := errors.AsType[*weirpgx.SchemaError](weirpgx.ValidateSchema(s.Schema)); ok {
+		return fmt.Errorf("bad --schema: %s", e.Message)
 	}
 	if err := positive(
 		flagValue{"lease", s.Lease}, flagValue{"heartbeat", s.Heartbeat}, flagValue{"rescue", s.Rescue},

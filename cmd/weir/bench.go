@@ -14,7 +14,7 @@ import (
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/cmd/weir/internal/pgurl"
 	"github.com/weirq/weir/internal/pgcluster"
-	"github.com/weirq/weir/weirbench"
+	"github.com/weirq/weir/internal/weirbench"
 )
 
 var benchCommand = &command{

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/weirq/weir/internal/dbtest"
-	"github.com/weirq/weir/weirbench"
+	"github.com/weirq/weir/internal/weirbench"
 )
 
 func TestBenchHelp(t *testing.T) {

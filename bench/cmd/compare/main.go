@@ -1,5 +1,5 @@
 // Command compare runs weir and River side by side on one PostgreSQL, in one
-// run, with weir's benchmark engine (github.com/weirq/weir/weirbench): each
+// run, with weir's benchmark engine (github.com/weirq/weir/internal/bench): each
 // workload alternates the two systems round by round, and the report gives
 // each figure's median and range per system and the ratio weir/River, as a
 // table on stdout and a plot. See bench/README.md.
@@ -21,7 +21,7 @@ import (
 	"syscall"
 
 	"github.com/weirq/weir/internal/pgcluster"
-	"github.com/weirq/weir/weirbench"
+	"github.com/weirq/weir/internal/weirbench"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/weirq/weir"
-	"github.com/weirq/weir/weirbench"
+	"github.com/weirq/weir/internal/weirbench"
 	"github.com/weirq/weir/weirotel"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/weirq/weir/weirbench"
+	"github.com/weirq/weir/internal/weirbench"
 )
 
 // riverSystem is River as a system under test. With Throughput and Latency it

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, to read SQLite files
 
+	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirsqlite"
@@ -432,7 +433,7 @@ func TestBinary(t *testing.T) {
 		t.Parallel()
 		r := b.run(t, nil, "version")
 		wantOK(t, r)
-		if r.stdout != "weir (devel)\n" && !strings.HasPrefix(r.stdout, "weir v") {
+		if !strings.HasPrefix(r.stdout, "weir "+weir.Version+"\n") && !strings.HasPrefix(r.stdout, "weir "+weir.Version+" (") {
 			t.Errorf("version printed %q", r.stdout)
 		}
 		r = b.run(t, nil, "help")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+
+	"github.com/weirq/weir"
 )
 
 var versionCommand = &command{
@@ -19,8 +21,10 @@ func versionUsage(w io.Writer) {
 
     weir version
 
-version prints "weir <version>": the module version the binary was built from,
-or (devel) for a build from a source tree.
+version prints "weir <release>", the release of weir the binary was built
+from, followed, when the Go toolchain recorded a module version that is not
+that release's tag (a build of a later commit), by that version in
+parentheses.
 `)
 }
 
@@ -33,10 +37,14 @@ func runVersion(_ context.Context, e *env, args []string) error {
 	return nil
 }
 
-// version is the main module's version, or (devel) when the build recorded none.
+// version is weir's release, and the main module's version when the build
+// recorded one other than the release's tag.
 func version() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
+	v := weir.Version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if m := info.Main.Version; m != "" && m != "(devel)" && m != "v"+weir.Version {
+			v += " (" + m + ")"
+		}
 	}
-	return "(devel)"
+	return v
 }

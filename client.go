@@ -740,15 +740,16 @@ func (c *Client) runInline(ctx context.Context, exec weirdriver.Inserter, res []
 	if !ok { // checkInline refuses this before a write; only middleware that skips the write gets here
 		return nil, errInlineTx(exec)
 	}
+	attempts := c.Attempts()
 	for _, r := range res {
 		if r.Duplicate {
 			continue
 		}
-		run, err := c.workOne(ctx, runner, r.Job.ID)
+		run, err := attempts.Work(ctx, runner, r.Job.ID)
 		if err != nil {
 			return nil, fmt.Errorf("weir: insert: inline run: %w", err)
 		}
-		r.Job = run.job
+		r.Job = run.Job
 	}
 	return res, nil
 }

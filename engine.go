@@ -215,7 +215,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		shareInterval: cmp.Or(c.shareInterval, min(cfg.HeartbeatInterval, maxShareInterval)),
 		jobTimeout:    cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
 		leases: e.leases, limited: e.limited, events: e.events, claims: &e.stats.claims,
-		base: context.WithValue(context.WithoutCancel(ctx), handlerScopeKey{}, &handlerScope{driver: c.driver, leases: e.leases, maxBytes: cfg.MaxArgsBytes}),
+		base: c.withHandlerScope(context.WithoutCancel(ctx), e.leases),
 		hard: e.hardCtx, submit: e.completer.Submit, backlogFull: e.completer.Full,
 	}
 	producers := make(map[string]*producer, len(cfg.Queues))

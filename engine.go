@@ -234,7 +234,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	elect := min(5*time.Second, cfg.RescueInterval)
 	var onTerm func(context.Context)
 	if len(c.periodic) > 0 {
-		onTerm = func(ctx context.Context) { c.runPeriodic(ctx, exec, e.logger, elect) }
+		onTerm = c.periodicFirer(exec, e.logger, elect).Run
 	}
 	e.maint = maintenance.New(exec, &maintenance.Config{
 		OnTerm:   onTerm,

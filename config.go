@@ -163,12 +163,30 @@ const (
 
 // setRuntimeDefaults fills in and checks the runtime's settings.
 func (cfg *Config) setRuntimeDefaults() error {
-	for _, d := range []struct {
-		name     string
-		value    *time.Duration
-		def      time.Duration
-		min, max time.Duration
-	}{
+	if err := cfg.setIntervals(); err != nil {
+		return err
+	}
+	if err := cfg.setTimeouts(); err != nil {
+		return err
+	}
+	if cfg.RetryPolicy == nil {
+		cfg.RetryPolicy = ExponentialBackoff{}
+	}
+	return cfg.setQueues()
+}
+
+// durationSetting is one duration of the runtime's settings: its name, its
+// field, its default and its range.
+type durationSetting struct {
+	name     string
+	value    *time.Duration
+	def      time.Duration
+	min, max time.Duration
+}
+
+// setIntervals fills in and checks the lease and the intervals.
+func (cfg *Config) setIntervals() error {
+	for _, d := range []durationSetting{
 		{"LeaseDuration", &cfg.LeaseDuration, DefaultLeaseDuration, minLease, maxLease},
 		{"HeartbeatInterval", &cfg.HeartbeatInterval, DefaultHeartbeatInterval, minInterval, maxInterval / 3},
 		{"RescueInterval", &cfg.RescueInterval, DefaultRescueInterval, minInterval, maxInterval},
@@ -186,13 +204,13 @@ func (cfg *Config) setRuntimeDefaults() error {
 		return invalidf("Config.LeaseDuration", "Config.LeaseDuration %s is under 3× HeartbeatInterval (%s): one late renewal would lose leases",
 			cfg.LeaseDuration, cfg.HeartbeatInterval)
 	}
-	// These may be negative (no timeout, keep forever); a positive value has a range.
-	for _, d := range []struct {
-		name     string
-		value    *time.Duration
-		def      time.Duration
-		min, max time.Duration
-	}{
+	return nil
+}
+
+// setTimeouts fills in and checks JobTimeout and the retentions. These may
+// be negative (no timeout, keep forever); a positive value has a range.
+func (cfg *Config) setTimeouts() error {
+	for _, d := range []durationSetting{
 		{"JobTimeout", &cfg.JobTimeout, DefaultJobTimeout, minJobTimeout, maxJobTimeout},
 		{"CompletedRetention", &cfg.CompletedRetention, DefaultCompletedRetention, minRetention, maxRetention},
 		{"CancelledRetention", &cfg.CancelledRetention, DefaultCancelledRetention, minRetention, maxRetention},
@@ -206,9 +224,11 @@ func (cfg *Config) setRuntimeDefaults() error {
 				fmtDuration(d.min), fmtDuration(d.max))
 		}
 	}
-	if cfg.RetryPolicy == nil {
-		cfg.RetryPolicy = ExponentialBackoff{}
-	}
+	return nil
+}
+
+// setQueues checks the queues and resolves their settings (checkQueue).
+func (cfg *Config) setQueues() error {
 	if len(cfg.Queues) > maxQueues {
 		return invalidf("Config.Queues", "Config.Queues has %d queues; the limit is %d", len(cfg.Queues), maxQueues)
 	}

@@ -218,14 +218,41 @@ func atJob(err error, i, n int) error {
 
 // write checks every job before it writes any, then writes them all or none.
 func (c *Client) write(ctx context.Context, exec weirdriver.Inserter, jobs []*InsertParams) ([]*InsertResult, error) {
+	all, unique, bulk, err := c.checkBatch(jobs)
+	if err != nil {
+		return nil, err
+	}
+	if c.config.Inline {
+		if err := c.checkInline(exec, all); err != nil {
+			return nil, err
+		}
+	}
+
+	results := make([]*InsertResult, len(jobs))
+	err = c.withSchemaCheck(ctx, func() error {
+		// A batch with too few plain jobs for the bulk path goes through one
+		// INSERT, which needs no transaction of its own.
+		if len(bulk) < bulkThreshold {
+			return c.insertStatement(ctx, exec, all, results)
+		}
+		return c.insertBulk(ctx, exec, all, unique, bulk, results)
+	})
+	if err != nil {
+		return nil, &OpError{Op: "insert", Err: err}
+	}
+	return results, nil
+}
+
+// checkBatch checks every job of a batch and returns them as the driver
+// takes them, with the indexes of those with a unique key and of the others.
+func (c *Client) checkBatch(jobs []*InsertParams) (all []*weirdriver.JobInsertParams, unique, bulk []int, err error) {
 	now := time.Now()
-	all := make([]*weirdriver.JobInsertParams, len(jobs))
-	var unique, bulk []int // indexes into all
+	all = make([]*weirdriver.JobInsertParams, len(jobs))
 	var check jsonChecker
 	for i, in := range jobs {
 		ip, err := c.checkInsert(in, now, &check)
 		if err != nil {
-			return nil, atJob(err, i, len(jobs))
+			return nil, nil, nil, atJob(err, i, len(jobs))
 		}
 		all[i] = ip
 		if ip.UniqueKey != nil {
@@ -234,56 +261,44 @@ func (c *Client) write(ctx context.Context, exec weirdriver.Inserter, jobs []*In
 			bulk = append(bulk, i)
 		}
 	}
+	return all, unique, bulk, nil
+}
 
-	if c.config.Inline {
-		if err := c.checkInline(exec, all); err != nil {
-			return nil, err
-		}
-	}
-
-	results := make([]*InsertResult, len(jobs))
-	err := c.withSchemaCheck(ctx, func() error {
-		// A batch with too few plain jobs for the bulk path goes through one
-		// INSERT, which needs no transaction of its own.
-		if len(bulk) < bulkThreshold {
-			return c.insertStatement(ctx, exec, all, results)
-		}
-		tx, err := exec.BeginInsert(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-		if len(unique) > 0 {
-			if err := c.insertStatementAt(ctx, tx, all, unique, results); err != nil {
-				return err
-			}
-		}
-		bulkParams := make([]*weirdriver.JobInsertParams, len(bulk))
-		for j, i := range bulk {
-			bulkParams[j] = all[i]
-		}
-		rows, err := tx.JobInsertBulk(ctx, bulkParams)
-		if err != nil {
-			return err
-		}
-		var queues []string
-		seen := map[string]bool{}
-		for j, i := range bulk {
-			results[i] = &InsertResult{Job: rows[j]}
-			if rows[j].State == JobStateAvailable && !seen[rows[j].Queue] {
-				seen[rows[j].Queue] = true
-				queues = append(queues, rows[j].Queue)
-			}
-		}
-		if err := tx.NotifyInsert(ctx, queues); err != nil {
-			return err
-		}
-		return tx.Commit(ctx)
-	})
+// insertBulk writes all in a transaction of its own: all[unique...] with one
+// INSERT, all[bulk...] with the driver's bulk path, and the notification to
+// the queues of the available ones.
+func (c *Client) insertBulk(ctx context.Context, exec weirdriver.Inserter, all []*weirdriver.JobInsertParams, unique, bulk []int, results []*InsertResult) error {
+	tx, err := exec.BeginInsert(ctx)
 	if err != nil {
-		return nil, &OpError{Op: "insert", Err: err}
+		return err
 	}
-	return results, nil
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if len(unique) > 0 {
+		if err := c.insertStatementAt(ctx, tx, all, unique, results); err != nil {
+			return err
+		}
+	}
+	bulkParams := make([]*weirdriver.JobInsertParams, len(bulk))
+	for j, i := range bulk {
+		bulkParams[j] = all[i]
+	}
+	rows, err := tx.JobInsertBulk(ctx, bulkParams)
+	if err != nil {
+		return err
+	}
+	var queues []string
+	seen := map[string]bool{}
+	for j, i := range bulk {
+		results[i] = &InsertResult{Job: rows[j]}
+		if rows[j].State == JobStateAvailable && !seen[rows[j].Queue] {
+			seen[rows[j].Queue] = true
+			queues = append(queues, rows[j].Queue)
+		}
+	}
+	if err := tx.NotifyInsert(ctx, queues); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 func (c *Client) insertStatement(ctx context.Context, exec weirdriver.Inserter, all []*weirdriver.JobInsertParams, results []*InsertResult) error {

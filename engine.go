@@ -215,7 +215,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 		shareInterval: cmp.Or(c.shareInterval, min(cfg.HeartbeatInterval, maxShareInterval)),
 		jobTimeout:    cfg.JobTimeout, retryPolicy: cfg.RetryPolicy,
 		leases: e.leases, limited: e.limited, events: e.events, claims: &e.stats.claims,
-		base: context.WithValue(context.WithoutCancel(ctx), handlerScopeKey{}, &handlerScope{driver: c.driver, leases: e.leases, maxBytes: cfg.MaxArgsBytes}),
+		base: c.withHandlerScope(context.WithoutCancel(ctx), e.leases),
 		hard: e.hardCtx, submit: e.completer.Submit, backlogFull: e.completer.Full,
 	}
 	producers := make(map[string]*producer, len(cfg.Queues))
@@ -234,7 +234,7 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	elect := min(5*time.Second, cfg.RescueInterval)
 	var onTerm func(context.Context)
 	if len(c.periodic) > 0 {
-		onTerm = func(ctx context.Context) { c.runPeriodic(ctx, exec, e.logger, elect) }
+		onTerm = c.periodicFirer(exec, e.logger, elect).Run
 	}
 	e.maint = maintenance.New(exec, &maintenance.Config{
 		OnTerm:   onTerm,

@@ -25,6 +25,11 @@ type handlerScope struct {
 	maxBytes int
 }
 
+// withHandlerScope returns ctx carrying the client's handlerScope over leases.
+func (c *Client) withHandlerScope(ctx context.Context, leases *lease.Table) context.Context {
+	return context.WithValue(ctx, handlerScopeKey{}, &handlerScope{driver: c.driver, leases: leases, maxBytes: c.config.MaxArgsBytes})
+}
+
 // JobCompleteTx completes job, which the handler whose context is ctx runs,
 // inside tx, the handler's own transaction on the job's database: the job and
 // the handler's writes in tx commit together or not at all. The completion is

@@ -2,7 +2,6 @@ package weir
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/weirq/weir/internal/periodic"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
@@ -43,23 +43,14 @@ type PeriodicJob struct {
 	CatchUp int
 }
 
-const (
-	// periodicGrace is how late a slot may fire and still count as on time:
-	// longer than a leader handover takes with any setting (a term and an
-	// election interval: at most 20 s), so a failover misses no slot.
-	periodicGrace = time.Minute
-	// maxCatchUp bounds PeriodicJob.CatchUp.
-	maxCatchUp = 1000
-	// maxSlotsScanned bounds the slots one fire walks through after a long
-	// time without a leader; older ones are skipped.
-	maxSlotsScanned = 100_000
-)
+// maxCatchUp bounds PeriodicJob.CatchUp.
+const maxCatchUp = 1000
 
-// periodicEntry is a declared schedule, checked.
+// periodicEntry is a declared schedule, checked: the schedule
+// internal/periodic fires, and the Args that make its jobs.
 type periodicEntry struct {
-	job   PeriodicJob
-	sched *schedule
-	zone  string // as stored: the IANA name, UTC by default
+	*periodic.Job
+	args func() (JobArgs, *InsertOpts)
 }
 
 // checkPeriodic checks the declared schedules and returns them by name.
@@ -73,11 +64,11 @@ func checkPeriodic(jobs []PeriodicJob) (map[string]*periodicEntry, error) {
 		if out[j.Name] != nil {
 			return nil, invalidf(field+".Name", "periodic job %q is declared twice", j.Name)
 		}
-		sched, err := parseSchedule(j.Schedule, j.TimeZone)
+		sched, err := periodic.Parse(j.Schedule, j.TimeZone)
 		if err != nil {
 			return nil, invalidf(field+".Schedule", "periodic job %q: %v", j.Name, err)
 		}
-		if sched.next(time.Now()).IsZero() {
+		if sched.Next(time.Now()).IsZero() {
 			return nil, invalidf(field+".Schedule", "periodic job %q: schedule %q never fires", j.Name, j.Schedule)
 		}
 		if j.Args == nil {
@@ -90,186 +81,36 @@ func checkPeriodic(jobs []PeriodicJob) (map[string]*periodicEntry, error) {
 		if zone == "" {
 			zone = "UTC"
 		}
-		out[j.Name] = &periodicEntry{job: j, sched: sched, zone: zone}
+		out[j.Name] = &periodicEntry{
+			Job:  &periodic.Job{Name: j.Name, Spec: j.Schedule, Zone: zone, Schedule: sched, RunOnStart: j.RunOnStart, CatchUp: j.CatchUp},
+			args: j.Args,
+		}
 	}
 	return out, nil
 }
 
-// periodicKey is the unique key of schedule name's job for slot: one job per
-// slot, in every state, so that no slot fires twice.
-func periodicKey(name string, slot time.Time) []byte {
-	h := sha256.New()
-	fmt.Fprintf(h, "periodic=%s\x00slot=%d", name, slot.UnixMicro())
-	return h.Sum(nil)
-}
-
-// runPeriodic registers the client's schedules and fires them while ctx, a
-// maintenance term, lasts. wait bounds each sleep, so that an operator's pause,
-// resume or trigger is seen within it.
-func (c *Client) runPeriodic(ctx context.Context, exec weirdriver.Executor, logger *slog.Logger, wait time.Duration) {
-	if err := c.registerPeriodic(ctx, exec); err != nil {
-		if ctx.Err() == nil {
-			logger.Warn("weir: periodic jobs: register", slog.Any("error", err))
-		}
-		return
-	}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var skew time.Duration // the database's clock minus ours, at the last fire
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		rows, err := exec.PeriodicList(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				logger.Warn("weir: periodic jobs: list", slog.Any("error", err))
-			}
-			timer.Reset(wait)
-			continue
-		}
-		sleep := wait
-		for _, row := range rows {
-			e := c.periodic[row.Name]
-			if e == nil || row.OrphanedAt != nil || row.PausedAt != nil {
-				continue
-			}
-			if row.Spec != e.job.Schedule || row.TimeZone != e.zone {
-				// Another leader registered its own version meanwhile.
-				sleep = 0
-				if err := c.registerPeriodic(ctx, exec); err != nil {
-					if ctx.Err() == nil {
-						logger.Warn("weir: periodic jobs: register", slog.Any("error", err))
-					}
-					sleep = wait
-				}
-				break
-			}
-			until := time.Until(row.NextRunAt.Add(-skew))
-			if until > 0 {
-				sleep = min(sleep, until)
-				continue
-			}
-			dbNow, err := c.firePeriodic(ctx, exec, logger, e)
-			if err != nil {
-				if ctx.Err() == nil {
-					logger.Warn("weir: periodic jobs: fire", slog.String("periodic_job", e.job.Name), slog.Any("error", err))
-				}
-				continue
-			}
-			skew = time.Until(dbNow)
-			sleep = 0 // list again: the fire moved its next run
-		}
-		timer.Reset(max(sleep, time.Millisecond))
-	}
-}
-
-// registerPeriodic records the client's schedules as the leader's, and marks
-// the others orphaned.
-func (c *Client) registerPeriodic(ctx context.Context, exec weirdriver.Executor) error {
-	now := time.Now()
-	params := make([]*weirdriver.PeriodicRegisterParams, 0, len(c.periodic))
+// periodicFirer returns what fires the client's schedules on exec while it
+// leads, logging to logger; wait bounds each sleep, so that an operator's
+// pause, resume or trigger is seen within it.
+func (c *Client) periodicFirer(exec weirdriver.Executor, logger *slog.Logger, wait time.Duration) *periodic.Firer {
+	jobs := make([]*periodic.Job, 0, len(c.periodic))
 	for _, e := range c.periodic {
-		next := now
-		if !e.job.RunOnStart {
-			next = e.sched.next(now)
-		}
-		params = append(params, &weirdriver.PeriodicRegisterParams{
-			Name: e.job.Name, Spec: e.job.Schedule, TimeZone: e.zone, NextRunAt: next.Round(time.Microsecond),
-		})
+		jobs = append(jobs, e.Job)
 	}
-	return exec.PeriodicRegister(ctx, c.config.ID, params)
-}
-
-// firePeriodic fires e's due slots in one transaction that holds its row:
-// the slots' jobs are inserted and the next run moved past them together, or
-// neither, so each slot fires once whoever leads. It returns the database's
-// clock.
-func (c *Client) firePeriodic(ctx context.Context, exec weirdriver.Executor, logger *slog.Logger, e *periodicEntry) (time.Time, error) {
-	tx, err := exec.Begin(ctx)
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	row, now, err := tx.PeriodicLock(ctx, e.job.Name)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if row.PausedAt != nil || row.OrphanedAt != nil || row.NextRunAt.After(now) ||
-		row.Spec != e.job.Schedule || row.TimeZone != e.zone {
-		return now, nil // changed since it was listed
-	}
-
-	// The due slots: the stored next run (a slot, or a trigger's or a first
-	// registration's moment) and the schedule's slots after it, up to now.
-	var onTime, missed []time.Time
-	skipped := 0
-	for slot, n := row.NextRunAt, 0; !slot.IsZero() && !slot.After(now); slot, n = e.sched.next(slot), n+1 {
-		if n == maxSlotsScanned {
-			// Too long without a leader to walk every slot: the slots seen so
-			// far are all skipped, and the walk goes on from a grace before now.
-			skipped += len(missed)
-			missed = missed[:0]
-			slot = e.sched.next(now.Add(-periodicGrace))
-			if slot.IsZero() || slot.After(now) {
-				break
-			}
-		}
-		if now.Sub(slot) <= periodicGrace {
-			onTime = append(onTime, slot)
-			continue
-		}
-		missed = append(missed, slot)
-		if len(missed) > e.job.CatchUp {
-			missed = missed[1:]
-			skipped++
-		}
-	}
-	if skipped > 0 {
-		logger.Warn("weir: periodic job skipped missed slots", slog.String("periodic_job", e.job.Name),
-			slog.Int("skipped", skipped), slog.Int("catch_up", e.job.CatchUp))
-	}
-	fire := append(missed, onTime...)
-	last := row.NextRunAt
-	if len(fire) > 0 {
-		last = fire[len(fire)-1]
-	}
-	var lastJob *int64
-	for _, slot := range fire {
-		id, err := c.insertPeriodic(ctx, tx, logger, e, slot)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if id != 0 {
-			lastJob = &id
-		}
-	}
-	next := e.sched.next(now)
-	if next.IsZero() {
-		// A schedule with no slot left (a date that never comes again) waits
-		// at the end of time.
-		next = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
-	}
-	ok, err := tx.PeriodicAdvance(ctx, &weirdriver.PeriodicAdvanceParams{
-		Name: e.job.Name, From: row.NextRunAt, NextRunAt: next.Round(time.Microsecond), LastRunAt: last, LastJobID: lastJob,
+	return periodic.New(periodic.Config{
+		Exec: exec, ClientID: c.config.ID, Jobs: jobs, Logger: logger, Wait: wait,
+		Insert: func(ctx context.Context, tx weirdriver.ExecutorTx, name string, slot time.Time) (int64, error) {
+			return c.insertPeriodic(ctx, tx, logger, c.periodic[name], slot)
+		},
 	})
-	if err != nil {
-		return time.Time{}, err
-	}
-	if !ok {
-		return time.Time{}, fmt.Errorf("its next run changed under the lock")
-	}
-	return now, tx.Commit(ctx)
 }
 
 // insertPeriodic inserts e's job for slot in tx and returns its id, or 0 when
 // the slot inserts nothing: its Args gave none, panicked or gave args that do
 // not validate (logged), or the slot's job exists already.
 func (c *Client) insertPeriodic(ctx context.Context, tx weirdriver.ExecutorTx, logger *slog.Logger, e *periodicEntry, slot time.Time) (int64, error) {
-	attrs := []any{slog.String("periodic_job", e.job.Name), slog.Time("slot", slot)}
-	args, opts, err := constructPeriodic(e.job.Args)
+	attrs := []any{slog.String("periodic_job", e.Name), slog.Time("slot", slot)}
+	args, opts, err := constructPeriodic(e.args)
 	if err != nil {
 		logger.Error("weir: periodic job skipped a slot: its Args failed", append(attrs, slog.Any("error", err))...)
 		return 0, nil
@@ -279,14 +120,14 @@ func (c *Client) insertPeriodic(ctx context.Context, tx weirdriver.ExecutorTx, l
 	}
 	in, err := encodeInsert(args, opts)
 	if err == nil {
-		in.Metadata, err = withPeriodicMetadata(in.Metadata, e.job.Name, slot)
+		in.Metadata, err = withPeriodicMetadata(in.Metadata, e.Name, slot)
 	}
 	if err != nil {
 		logger.Error("weir: periodic job skipped a slot: its job is invalid", append(attrs, slog.Any("error", err))...)
 		return 0, nil
 	}
 	in.Unique = UniqueOpts{}
-	in.periodicKey = periodicKey(e.job.Name, slot)
+	in.periodicKey = periodic.Key(e.Name, slot)
 	res, err := c.insertEncoded(ctx, tx, []*InsertParams{in})
 	if invalid, ok := errors.AsType[*InvalidError](err); ok {
 		logger.Error("weir: periodic job skipped a slot: its job is invalid", append(attrs, slog.Any("error", invalid))...)

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weirq/weir"
-	"github.com/weirq/weir/internal/testseam"
 	"github.com/weirq/weir/weirdriver"
 )
 
@@ -73,7 +72,7 @@ func NewWorker[T weir.JobArgs](tb testing.TB, driver weirdriver.Driver, config *
 // committing each step. The error is about the insert or the run, never the
 // handler's (that is WorkResult.Err).
 func (w *Worker[T]) Work(ctx context.Context, tx any, args T, opts *weir.InsertOpts) (*WorkResult, error) {
-	if err := checkTx(w.client, tx); err != nil {
+	if _, err := executorOf(w.client, tx); err != nil {
 		return nil, fmt.Errorf("weirtest: Work: %w", err)
 	}
 	var (
@@ -106,23 +105,36 @@ func (w *Worker[T]) WorkJob(ctx context.Context, tx any, job *weir.JobRow) (*Wor
 	if job.Kind != w.kind {
 		return nil, fmt.Errorf("weirtest: WorkJob: job %d is of kind %q; this worker runs %q", job.ID, job.Kind, w.kind)
 	}
-	if err := checkTx(w.client, tx); err != nil {
-		return nil, fmt.Errorf("weirtest: WorkJob: %w", err)
-	}
-	a, err := testseam.WorkJob(ctx, w.client, tx, job.ID)
+	exec, err := executorOf(w.client, tx)
 	if err != nil {
 		return nil, fmt.Errorf("weirtest: WorkJob: %w", err)
 	}
-	return &WorkResult{Event: weir.EventKind(a.Event), Err: a.Err, Job: a.Job}, nil
+	res, err := w.client.Attempts().Work(ctx, exec, job.ID)
+	if err != nil {
+		return nil, fmt.Errorf("weirtest: WorkJob: %w", err)
+	}
+	return &WorkResult{Event: weir.EventKind(res.Event), Err: res.Err, Job: res.Job}, nil
 }
 
-// checkTx says why c cannot run a job in tx: a type neither driver takes, or
-// one its driver can only insert in.
-func checkTx(c *weir.Client, tx any) error {
+// executorOf returns what c runs a job on in tx: its driver's own connections
+// when tx is nil, else tx, which must be a transaction the driver can run
+// every statement in, not only inserts.
+func executorOf(c *weir.Client, tx any) (weirdriver.Executor, error) {
 	switch tx.(type) {
-	case nil, pgx.Tx, *sql.Tx:
-		return testseam.CheckTx(c, tx)
+	case nil:
+		return c.Driver().Executor(), nil
+	case pgx.Tx, *sql.Tx:
 	default:
-		return fmt.Errorf("a transaction of type %T is not supported (use a pgx.Tx or a *sql.Tx)", tx)
+		return nil, fmt.Errorf("a transaction of type %T is not supported (use a pgx.Tx or a *sql.Tx)", tx)
 	}
+	in, err := c.Driver().UnwrapTx(tx)
+	if err != nil {
+		return nil, &weir.InvalidError{Field: "tx", Message: err.Error()}
+	}
+	exec, ok := in.(weirdriver.Executor)
+	if !ok {
+		return nil, &weir.InvalidError{Field: "tx", Message: fmt.Sprintf(
+			"a job cannot be run in a %T on this driver, only inserted: use a pgx.Tx with weirpgx", tx)}
+	}
+	return exec, nil
 }

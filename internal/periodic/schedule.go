@@ -1,4 +1,4 @@
-package weir
+package periodic
 
 import (
 	"fmt"
@@ -13,8 +13,8 @@ import (
 // the descriptors @yearly, @monthly, @weekly, @daily, @hourly and @every D.
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// schedule is a periodic job's parsed schedule in its time zone.
-type schedule struct {
+// Schedule is a periodic job's parsed schedule in its time zone.
+type Schedule struct {
 	spec cron.Schedule
 	loc  *time.Location
 	// every is set for @every schedules: slots a fixed duration apart in real
@@ -22,8 +22,8 @@ type schedule struct {
 	every bool
 }
 
-// parseSchedule parses spec in the IANA time zone zone ("" is UTC).
-func parseSchedule(spec, zone string) (*schedule, error) {
+// Parse parses spec in the IANA time zone zone ("" is UTC).
+func Parse(spec, zone string) (*Schedule, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, fmt.Errorf("schedule is empty")
 	}
@@ -52,16 +52,16 @@ func parseSchedule(spec, zone string) (*schedule, error) {
 		return nil, fmt.Errorf("schedule %q: %v", spec, err)
 	}
 	_, every := parsed.(cron.ConstantDelaySchedule)
-	return &schedule{spec: parsed, loc: loc, every: every}, nil
+	return &Schedule{spec: parsed, loc: loc, every: every}, nil
 }
 
-// next returns the first slot after t, or the zero time when there is none.
+// Next returns the first slot after t, or the zero time when there is none.
 //
 // A slot is a wall-clock time in the schedule's zone, and each fires once:
 // wall times that a spring-forward transition skips fire once, at the moment
 // of the jump; wall times that a fall-back transition repeats fire at their
 // first occurrence only. @every schedules run in real time.
-func (s *schedule) next(t time.Time) time.Time {
+func (s *Schedule) Next(t time.Time) time.Time {
 	t = t.In(s.loc)
 	if s.every {
 		return s.spec.Next(t)
@@ -83,7 +83,7 @@ func (s *schedule) next(t time.Time) time.Time {
 
 // skipped reports the earliest spring-forward jump in (t, n] that skipped a
 // wall time matching the schedule: that slot fires at the jump.
-func (s *schedule) skipped(t, n time.Time) (time.Time, bool) {
+func (s *Schedule) skipped(t, n time.Time) (time.Time, bool) {
 	var (
 		earliest time.Time
 		found    bool

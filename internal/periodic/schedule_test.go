@@ -1,4 +1,4 @@
-package weir
+package periodic
 
 import (
 	"strings"
@@ -9,13 +9,13 @@ import (
 // slots returns the first n slots of spec in zone after from.
 func slots(t *testing.T, spec, zone string, from time.Time, n int) []time.Time {
 	t.Helper()
-	s, err := parseSchedule(spec, zone)
+	s, err := Parse(spec, zone)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []time.Time
 	for at := from; len(out) < n; {
-		at = s.next(at)
+		at = s.Next(at)
 		out = append(out, at)
 	}
 	return out
@@ -95,9 +95,9 @@ func TestParseScheduleRefuses(t *testing.T) {
 		{"0 * * * *", "Mars/Olympus", `time zone "Mars/Olympus"`},
 		{"CRON_TZ=UTC 0 * * * *", "", "set PeriodicJob.TimeZone"},
 	} {
-		_, err := parseSchedule(c.spec, c.zone)
+		_, err := Parse(c.spec, c.zone)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("parseSchedule(%q, %q): %v, want an error saying %q", c.spec, c.zone, err, c.want)
+			t.Errorf("Parse(%q, %q): %v, want an error saying %q", c.spec, c.zone, err, c.want)
 		}
 	}
 }

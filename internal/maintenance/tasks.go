@@ -331,7 +331,8 @@ const compactBusyWarnAfter = 10 * time.Second
 // transaction left open (or a pg_dump): compactions that keep finding
 // segments locked, the same one at least twice in a row (the driver's
 // BusyTries), for at least compactBusyWarnAfter. It warns once per such run;
-// a run ends when a compaction finds only segments locked for the first time.
+// a compaction that finds only segments locked for the first time begins a
+// new run.
 type busyWatch struct {
 	since  time.Time // when the run of compactions finding locks began; zero: none
 	warned bool      // the run was warned about

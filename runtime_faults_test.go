@@ -133,7 +133,10 @@ func TestConnectionsKilled(t *testing.T) {
 }
 
 // TestConcurrencyLimits is G7: no more handlers of a queue run at once in a client
-// than its MaxWorkers, under load.
+// than its MaxWorkers, under load, and the client fills them. The handlers of
+// a queue wait until every job the client claimed of it runs and at least its
+// limit of them do: without prefetch a client claims only for free workers,
+// so those that run then are all it would run at once.
 func TestConcurrencyLimits(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -142,13 +145,18 @@ func TestConcurrencyLimits(t *testing.T) {
 		mu      sync.Mutex
 		running = map[string]int{}
 		peak    = map[string]int{}
+		// full[q] is closed once the handlers of q ran at once as said above.
+		full = map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	)
 	workers := probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
 		mu.Lock()
 		running[job.Queue]++
 		peak[job.Queue] = max(peak[job.Queue], running[job.Queue])
 		mu.Unlock()
-		time.Sleep(2 * time.Millisecond) // work, so that handlers overlap
+		select {
+		case <-full[job.Queue]:
+		case <-ctx.Done():
+		}
 		mu.Lock()
 		running[job.Queue]--
 		mu.Unlock()
@@ -156,7 +164,7 @@ func TestConcurrencyLimits(t *testing.T) {
 	})
 	queues := map[string]weir.QueueConfig{}
 	for q, n := range limits {
-		queues[q] = weir.QueueConfig{MaxWorkers: n, Prefetch: 10}
+		queues[q] = weir.QueueConfig{MaxWorkers: n, Prefetch: -1}
 		params := make([]weir.InsertManyParams, 150)
 		for i := range params {
 			params[i] = weir.InsertManyParams{Args: probeArgs{}, InsertOpts: &weir.InsertOpts{Queue: q}}
@@ -166,15 +174,21 @@ func TestConcurrencyLimits(t *testing.T) {
 		}
 	}
 	b.start(t, fastConfig(workers, queues))
+	for q, n := range limits {
+		waitFor(t, 30*time.Second, "the claimed jobs of queue "+q+" to run", func() bool {
+			mu.Lock()
+			r := running[q]
+			mu.Unlock()
+			return r >= n && r == b.count(t, "queue = $1 AND state = 'running'", q)
+		})
+		close(full[q])
+	}
 	waitFor(t, 60*time.Second, "every job to complete", func() bool { return b.count(t, "state = 'completed'") == 300 })
 	mu.Lock()
 	defer mu.Unlock()
 	for q, n := range limits {
-		if peak[q] > n {
+		if peak[q] != n {
 			t.Errorf("queue %s: %d handlers at once, limit %d", q, peak[q], n)
-		}
-		if peak[q] < n {
-			t.Errorf("queue %s: never more than %d handlers at once under load, limit %d", q, peak[q], n)
 		}
 	}
 }

@@ -393,3 +393,58 @@ func TestLeaderChangeIsLogged(t *testing.T) {
 		t.Fatalf("ended %q; the log:\n%s", reasons, logs.raw())
 	}
 }
+
+// TestPlainDrainLogsNoLockWarning: a drain that nothing else touches logs no
+// warning about a segment of the ready list locked by another transaction,
+// though the leader compacts the list while claims, which lock its segments
+// too, run. Jobs are inserted while the client drains them, so that the
+// segments written to and emptied change every second. (That a segment a
+// transaction keeps locked is still warned about is internal/maintenance's
+// TestCompactWarnsWhileSegmentStaysLocked.)
+func TestPlainDrainLogsNoLockWarning(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	filenodes := func() string {
+		t.Helper()
+		var s string
+		if err := b.pool.QueryRow(testCtx(t), `SELECT string_agg(pg_relation_filenode(c.oid)::text, ' ' ORDER BY c.relname)
+			FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+			WHERE s.nspname = $1 AND c.relname LIKE 'weir\_ready\_%' AND c.relkind = 'r'`, b.schema).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := filenodes()
+	logs := &jsonLogs{}
+	c := b.start(t, &weir.Config{
+		Workers: probeWorkers(func(context.Context, *weir.Job[probeArgs]) error { return nil }),
+		Queues:  map[string]weir.QueueConfig{weir.DefaultQueue: {MaxWorkers: 100}},
+		Logger:  logs.logger(),
+	})
+	// Jobs go in until a segment was compacted (its file changed), so that
+	// compactions ran while the client claimed.
+	const per, most = 1000, 400_000
+	batch := make([]weir.InsertManyParams, per)
+	for i := range batch {
+		batch[i] = weir.InsertManyParams{Args: probeArgs{Name: "x"}}
+	}
+	n := 0
+	for filenodes() == before {
+		if n >= most {
+			t.Fatalf("no segment of the ready list was compacted while %d jobs were drained", n)
+		}
+		if _, err := b.client.InsertMany(testCtx(t), batch); err != nil {
+			t.Fatal(err)
+		}
+		n += per
+	}
+	waitFor(t, 2*time.Minute, "the drain", func() bool { return c.Stats().Finalized >= int64(n) })
+	if err := c.Stop(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	const msg = "weir: maintenance: a segment of the ready list is locked by another transaction; " +
+		"claims slow down while it holds the lock and a snapshot is held open"
+	if recs := logs.records(t, msg); len(recs) != 0 {
+		t.Fatalf("a plain drain warned %d times: %v", len(recs), recs)
+	}
+}

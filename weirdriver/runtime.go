@@ -445,6 +445,11 @@ type ReadyCompactResult struct {
 	// Busy counts the segments due for compaction that another transaction
 	// held locked.
 	Busy int
+	// BusyTries is, of the segments found locked, the most compactions in a
+	// row, this one included, that found the same segment locked without
+	// emptying it in between: 1 for a segment locked once, more for one that
+	// stays locked. Zero when Busy is.
+	BusyTries int
 	// Crowded counts the segments due by their statistics that held more
 	// live rows than the statistics said, left as they were.
 	Crowded int

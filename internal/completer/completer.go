@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirq/weir/internal/clock"
 	"github.com/weirq/weir/internal/lease"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
@@ -67,6 +68,9 @@ type Config struct {
 	// Room is called when the backlog falls below MaxBacklog after Full said it
 	// was full: claims may resume.
 	Room func()
+	// Clock times the retries of a failed write and tells whether a lease may
+	// still be trusted. Default: clock.Real.
+	Clock clock.Clock
 }
 
 // Completer writes outcomes in batches, each batch one fenced statement. Every
@@ -95,6 +99,7 @@ type Completer struct {
 
 // New returns a completer; Run runs it.
 func New(cfg Config) *Completer {
+	cfg.Clock = clock.Or(cfg.Clock)
 	return &Completer{cfg: cfg, more: make(chan struct{}, 1)}
 }
 
@@ -246,14 +251,14 @@ func (c *Completer) Run(ctx context.Context) {
 			}
 			c.cfg.Warn("weir: write outcomes; retrying", slog.Int("jobs", len(batch)), slog.Any("error", err))
 			retry = batch
-			t := time.NewTimer(backoff)
+			t := c.cfg.Clock.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				c.abandon(batch, "stop budget ran out")
 				c.abandonAll()
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			backoff = min(2*backoff, time.Second)
 			continue
@@ -265,7 +270,7 @@ func (c *Completer) Run(ctx context.Context) {
 // dropInvalid abandons the finalizations whose lease can no longer be trusted, so
 // that a failing write is not retried past the point where rescue may take over.
 func (c *Completer) dropInvalid(batch []*Finalization) []*Finalization {
-	now := time.Now()
+	now := c.cfg.Clock.Now()
 	kept := batch[:0]
 	var dropped []*Finalization
 	for _, f := range batch {

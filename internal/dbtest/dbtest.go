@@ -23,6 +23,13 @@
 // Setting DBTEST_FORCE_THROWAWAY=1 skips steps 1 and 2, so the throwaway
 // cluster is always used.
 //
+// Each schema Schema creates is marked with its host, process and time of
+// creation (mark.go), and dropped when its test ends; DBTEST_KEEP_FAILED=1
+// keeps the schema of a failed test instead. Before the tests run, Main drops
+// the marked schemas that other test binaries left behind: those whose
+// process on this host is gone, and any older than six hours. It never drops
+// a schema without the mark.
+//
 // A throwaway cluster is not cleaned up if the test binary crashes (for
 // example on a panic or a -timeout); it is stopped on SIGINT and SIGTERM.
 package dbtest
@@ -73,6 +80,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	url = u
+	sweepStale()
 
 	code := runTests(m, c)
 	if err := stopPgBouncer(); err != nil {
@@ -198,12 +206,16 @@ func URL() string {
 	return url
 }
 
-// Schema creates a fresh, empty schema with a unique name, drops it (with
-// CASCADE) when the test ends, and returns its name.
+// Schema creates a fresh, empty schema with a unique name, marked as this
+// process's, drops it (with CASCADE) when the test ends, and returns its
+// name.
 func Schema(tb testing.TB) string {
 	tb.Helper()
 	name := SchemaName(tb)
-	if err := execSQL(tb.Context(), "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+	id := pgx.Identifier{name}.Sanitize()
+	// One simple-protocol round trip: one transaction, so no schema is left
+	// without its mark.
+	if err := execSQL(tb.Context(), "CREATE SCHEMA "+id+"; COMMENT ON SCHEMA "+id+" IS "+quote(newMark(time.Now()).String())); err != nil {
 		tb.Fatalf("dbtest: creating schema %s: %v", name, err)
 	}
 	return name
@@ -211,7 +223,8 @@ func Schema(tb testing.TB) string {
 
 // SchemaName returns a unique name of a schema that does not exist, for the
 // code under test to create; the schema is dropped (with CASCADE) when the
-// test ends, if it exists then.
+// test ends, if it exists then. Such a schema carries no mark: if the binary
+// dies before the test ends, no sweep drops it.
 func SchemaName(tb testing.TB) string {
 	tb.Helper()
 	b := make([]byte, 6)
@@ -220,9 +233,12 @@ func SchemaName(tb testing.TB) string {
 	}
 	name := "t_" + hex.EncodeToString(b)
 	tb.Cleanup(func() {
+		keep := keepFailed(tb.Failed())
 		// tb.Context is already canceled when cleanups run.
-		if err := execSQL(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			tb.Errorf("dbtest: dropping schema %s: %v", name, err)
+		if err := release(context.Background(), name, keep, time.Now()); err != nil {
+			tb.Errorf("dbtest: releasing schema %s: %v", name, err)
+		} else if keep {
+			tb.Logf("dbtest: kept schema %s of the failed test (%s=1)", name, envKeep)
 		}
 	})
 	return name

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirq/weir/internal/clock"
 	"github.com/weirq/weir/weirdriver"
 )
 
@@ -27,6 +28,8 @@ type Config struct {
 	Cancel func(id int64)
 	// Unknown is called for any other control message.
 	Unknown func(payload string)
+	// Clock times the waits between attempts to listen. Default: clock.Real.
+	Clock clock.Clock
 }
 
 // Listener holds one connection that listens for insert notifications and
@@ -37,6 +40,7 @@ type Listener struct {
 
 // New returns a listener; Run runs it.
 func New(cfg Config) *Listener {
+	cfg.Clock = clock.Or(cfg.Clock)
 	return &Listener{cfg: cfg}
 }
 
@@ -49,12 +53,12 @@ func (l *Listener) Run(ctx context.Context) {
 			if ctx.Err() == nil {
 				l.cfg.Logger.Warn("weir: listen; producers poll meanwhile", "error", err, "retry_in", backoff)
 			}
-			t := time.NewTimer(backoff)
+			t := l.cfg.Clock.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			backoff = min(2*backoff, 5*time.Second)
 			continue

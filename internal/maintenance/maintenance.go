@@ -80,6 +80,9 @@ type Config struct {
 	// A task whose statement runs out of time halves its own limit, down to one
 	// row, and doubles it back after each full batch. Default: 1000.
 	BatchSize int
+	// Now is the clock by which a segment of the ready list has stayed locked
+	// long enough to warn about (busyWatch). Default: time.Now.
+	Now func() time.Time
 }
 
 // withDefaults returns a copy of c with its zero fields set to their defaults.
@@ -102,6 +105,9 @@ func (c *Config) withDefaults() Config {
 	def(&cfg.PruneInterval, DefaultPruneInterval)
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return cfg
 }

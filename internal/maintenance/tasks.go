@@ -275,14 +275,15 @@ const compactInterval = 500 * time.Millisecond
 // compactLoop compacts the ready list every compactInterval, and repairs it
 // once at the start of the term. Compaction is safe whoever runs it and however often
 // (each segment is emptied under its own lock), so it is not fenced by the
-// term. A failure, and a segment that another transaction keeps locked (its
-// dead rows stay until that transaction ends), are each logged once when they
-// begin, not at every pass.
+// term. A failure is logged once when failures begin, not at every pass; a
+// segment that another transaction keeps locked (its dead rows stay until that
+// transaction ends) once busyWatch finds it locked long enough to matter.
 func (s *Service) compactLoop(t *term, c weirdriver.ReadyCompacter) {
 	ticker := time.NewTicker(compactInterval)
 	defer ticker.Stop()
 	repair := true
-	var failing, busy bool
+	var failing bool
+	var busy busyWatch
 	for {
 		// The repair reads every available job; it gets a term's length, and
 		// one try per term.
@@ -305,11 +306,11 @@ func (s *Service) compactLoop(t *term, c weirdriver.ReadyCompacter) {
 				s.logger.Warn("weir: maintenance: available jobs had no row in the ready list; added",
 					slog.Int("jobs", res.Repaired))
 			}
-			if res.Busy > 0 && !busy {
-				s.logger.Warn("weir: maintenance: a segment of the ready list is locked by another transaction; " +
-					"claims slow down while it holds the lock and a snapshot is held open")
+			if locked, warn := busy.observe(res, s.cfg.Now); warn {
+				s.logger.Warn("weir: maintenance: a segment of the ready list is locked by another transaction; "+
+					"claims slow down while it holds the lock and a snapshot is held open",
+					slog.Duration("locked_for", locked))
 			}
-			busy = res.Busy > 0
 		}
 		select {
 		case <-t.loop.Done():
@@ -317,6 +318,43 @@ func (s *Service) compactLoop(t *term, c weirdriver.ReadyCompacter) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// compactBusyWarnAfter is how long compactions must keep finding the ready
+// list locked before the leader warns.
+const compactBusyWarnAfter = 10 * time.Second
+
+// busyWatch decides when a segment of the ready list that compactions find
+// locked is worth a warning. A claim in flight holds its segment's lock too,
+// so on a busy list a compaction now and then finds a segment locked and a
+// later one gets through: no news. What matters is a lock held long, by a
+// transaction left open (or a pg_dump): compactions that keep finding
+// segments locked, the same one at least twice in a row (the driver's
+// BusyTries), for at least compactBusyWarnAfter. It warns once per such run;
+// a compaction that finds only segments locked for the first time begins a
+// new run.
+type busyWatch struct {
+	since  time.Time // when the run of compactions finding locks began; zero: none
+	warned bool      // the run was warned about
+}
+
+// observe takes the result of a compaction. When the warning is due, it
+// returns how long the run has lasted, and true. It reads the clock, now,
+// only when the compaction found a segment locked.
+func (w *busyWatch) observe(res weirdriver.ReadyCompactResult, now func() time.Time) (time.Duration, bool) {
+	if res.Busy == 0 {
+		return 0, false
+	}
+	at := now()
+	if res.BusyTries <= 1 || w.since.IsZero() {
+		w.since, w.warned = at, false
+	}
+	locked := at.Sub(w.since)
+	if w.warned || locked < compactBusyWarnAfter {
+		return 0, false
+	}
+	w.warned = true
+	return locked, true
 }
 
 // forgetClients deletes the client registry rows whose heartbeat is older than

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirq/weir/internal/clock"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
@@ -52,6 +53,8 @@ type Config struct {
 	Logger   *slog.Logger
 	// Writes, when set, counts the writes sent, failed ones included.
 	Writes *atomic.Int64
+	// Clock times the refreshes. Default: clock.Real.
+	Clock clock.Clock
 }
 
 // Registry writes one client's row. Its calls are made one after another:
@@ -74,6 +77,7 @@ func New(cfg Config) *Registry {
 	if cfg.Interval <= 0 {
 		cfg.Interval = Interval
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	host, _ := os.Hostname()
 	if len(host) > weirdriver.MaxClientHostBytes {
 		host = host[:weirdriver.MaxClientHostBytes]
@@ -141,13 +145,13 @@ func (r *Registry) Register(ctx context.Context) {
 
 // Run refreshes the row every interval until ctx ends.
 func (r *Registry) Run(ctx context.Context) {
-	tick := time.NewTicker(r.cfg.Interval)
+	tick := r.cfg.Clock.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 			r.write(ctx, "refresh")
 		case <-r.changed:
 			r.write(ctx, "refresh")

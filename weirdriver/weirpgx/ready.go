@@ -45,43 +45,47 @@ const (
 )
 
 // compactState is what ReadyCompact remembers between calls on a driver: for
-// each segment, when it may next be compacted and how long to wait for its
-// lock then.
+// each segment, when it may next be compacted, how long to wait for its lock
+// then, and how many compactions in a row found it locked.
 type compactState struct {
-	mu    sync.Mutex
-	after [readySegments]time.Time
-	wait  [readySegments]time.Duration
-	off   [readySegments]time.Duration
+	mu     sync.Mutex
+	after  [readySegments]time.Time
+	wait   [readySegments]time.Duration
+	off    [readySegments]time.Duration
+	denied [readySegments]int
 }
 
 // plan returns how long to wait for segment n's lock, and false while n is
-// held off.
+// held off (a compaction of every segment goes ahead, with that wait).
 func (c *compactState) plan(n int, now time.Time) (time.Duration, bool) {
 	if c == nil {
 		return compactLockWait, true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if now.Before(c.after[n]) {
-		return 0, false
-	}
-	return max(c.wait[n], compactLockWait), true
+	return max(c.wait[n], compactLockWait), !now.Before(c.after[n])
 }
 
 // done records the outcome of a compaction of segment n: emptied, or busy.
-func (c *compactState) done(n int, busy bool, now time.Time) {
+// It returns how many compactions in a row found n busy, this one included.
+func (c *compactState) done(n int, busy bool, now time.Time) int {
 	if c == nil {
-		return
+		if busy {
+			return 1
+		}
+		return 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !busy {
-		c.wait[n], c.off[n] = compactLockWait, compactHoldOff
+		c.wait[n], c.off[n], c.denied[n] = compactLockWait, compactHoldOff, 0
 	} else {
 		c.wait[n] = min(2*max(c.wait[n], compactLockWait), compactLockWaitMax)
 		c.off[n] = min(2*max(c.off[n], compactHoldOff), compactHoldOffMax)
+		c.denied[n]++
 	}
 	c.after[n] = now.Add(c.off[n])
+	return c.denied[n]
 }
 
 // compactMaxLive is the most live rows a segment may have to be compacted
@@ -226,9 +230,10 @@ func (e *executor) compactSegments(ctx context.Context, every bool, current int,
 			to = (s.n + 1) % readySegments
 		}
 		moved, err := e.compactSegment(ctx, table, to, wait)
-		e.compact.done(s.n, errors.Is(err, errSegmentBusy), time.Now())
+		tries := e.compact.done(s.n, errors.Is(err, errSegmentBusy), time.Now())
 		if errors.Is(err, errSegmentBusy) {
 			res.Busy++
+			res.BusyTries = max(res.BusyTries, tries)
 			continue
 		}
 		if err != nil {

@@ -233,37 +233,54 @@ func TestReadyCompactUnderHeldSnapshot(t *testing.T) {
 
 // TestReadyCompactSkipsLockedSegment: a segment that another transaction holds
 // (here one that inserted a job and has not committed) is not waited for long:
-// compaction reports it busy and leaves it as it was; the job is claimed once
-// its transaction commits.
+// compaction reports it busy, with how many compactions in a row found it so,
+// and leaves it as it was; the job is claimed once its transaction commits,
+// and a compaction that emptied the segment starts the count afresh.
 func TestReadyCompactSkipsLockedSegment(t *testing.T) {
 	t.Parallel()
 	exec, _, _ := readySetup(t)
 	ctx := t.Context()
-	tx, err := exec.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	compact := func() weirdriver.ReadyCompactResult {
+		t.Helper()
+		res, err := exec.(weirdriver.ReadyCompacter).ReadyCompact(ctx, &weirdriver.ReadyCompactParams{Every: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
 	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // committed below
-	insertJobs(t, tx, "busy", 1, time.Time{})
+	lock := func() weirdriver.ExecutorTx {
+		t.Helper()
+		tx, err := exec.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		insertJobs(t, tx, "busy", 1, time.Time{})
+		return tx
+	}
+	tx := lock()
 	start := time.Now()
-	res, err := exec.(weirdriver.ReadyCompacter).ReadyCompact(ctx, &weirdriver.ReadyCompactParams{Every: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Busy != 1 || res.Compacted != 3 {
-		t.Fatalf("compaction %+v, want 1 segment busy and 3 compacted", res)
+	if res := compact(); res.Busy != 1 || res.BusyTries != 1 || res.Compacted != 3 {
+		t.Fatalf("compaction %+v, want 1 segment busy (first try) and 3 compacted", res)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("compaction took %v: it waited for the lock", d)
 	}
+	if res := compact(); res.Busy != 1 || res.BusyTries != 2 {
+		t.Fatalf("second compaction %+v, want the segment busy for the second time in a row", res)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exec.(weirdriver.ReadyCompacter).ReadyCompact(ctx, &weirdriver.ReadyCompactParams{Every: true}); err != nil {
-		t.Fatal(err)
+	if res := compact(); res.Busy != 0 || res.BusyTries != 0 {
+		t.Fatalf("compaction after the commit %+v, want nothing busy", res)
 	}
 	if got := claimAll(t, exec, "busy"); len(got) != 1 {
 		t.Fatalf("claimed %d jobs, want 1", len(got))
+	}
+	lock()
+	if res := compact(); res.Busy != 1 || res.BusyTries != 1 {
+		t.Fatalf("compaction %+v, want the segment busy for the first time since it was emptied", res)
 	}
 }
 

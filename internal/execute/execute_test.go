@@ -3,7 +3,6 @@ package execute_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,34 +11,12 @@ import (
 	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/internal/execute"
 	"github.com/weirq/weir/internal/lease"
+	"github.com/weirq/weir/internal/teststore"
 	"github.com/weirq/weir/weirdriver"
-	"github.com/weirq/weir/weirdriver/weirpgx"
-	"github.com/weirq/weir/weirdriver/weirsqlite"
-	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirtype"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
-
-// stores returns a migrated PostgreSQL schema and SQLite file.
-func stores(t *testing.T) []weirdriver.Driver {
-	t.Helper()
-	pg, err := weirpgx.New(dbtest.Pool(t, nil), &weirpgx.Config{Schema: dbtest.Schema(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lite, err := weirsqlite.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lite.Close() })
-	for _, d := range []weirdriver.Driver{pg, lite} {
-		if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return []weirdriver.Driver{pg, lite}
-}
 
 // insert inserts a job due in an hour and returns its id.
 func insert(t *testing.T, exec weirdriver.Executor) int64 {
@@ -111,7 +88,7 @@ var settings = execute.Settings{ClientID: "tester", LeaseDuration: time.Minute}
 // and writes the outcome of what the handler returned.
 func TestWorkWritesOutcome(t *testing.T) {
 	t.Parallel()
-	for _, d := range stores(t) {
+	for _, d := range teststore.Both(t) {
 		for _, fail := range []bool{false, true} {
 			exec := d.Executor()
 			id := insert(t, exec)
@@ -150,7 +127,7 @@ func TestWorkWritesOutcome(t *testing.T) {
 // retryable is not run, and stays as it was.
 func TestWorkRefusesJobNotPending(t *testing.T) {
 	t.Parallel()
-	for _, d := range stores(t) {
+	for _, d := range teststore.Both(t) {
 		exec := d.Executor()
 		id := insert(t, exec)
 		if _, err := execute.New(&client{}, settings).Work(t.Context(), exec, id); err != nil {
@@ -176,7 +153,7 @@ func TestWorkRefusesJobNotPending(t *testing.T) {
 // sets no deadline.
 func TestWorkTimeout(t *testing.T) {
 	t.Parallel()
-	d := stores(t)[0]
+	d := teststore.Both(t)[0]
 	exec := d.Executor()
 	c := &client{timeout: time.Millisecond, handler: func(ctx context.Context, _ *lease.Job) error {
 		<-ctx.Done()
@@ -210,7 +187,7 @@ func TestWorkTimeout(t *testing.T) {
 // ErrLeaseLost, and the job is left as the fence found it.
 func TestWorkLeaseLost(t *testing.T) {
 	t.Parallel()
-	for _, d := range stores(t) {
+	for _, d := range teststore.Both(t) {
 		exec := d.Executor()
 		id := insert(t, exec)
 		c := &client{outcome: func(f *completer.Finalization) { f.Params.LeaseToken++ }}
@@ -229,7 +206,7 @@ func TestWorkLeaseLost(t *testing.T) {
 // the completion.
 func TestWorkCompletedInTx(t *testing.T) {
 	t.Parallel()
-	for _, d := range stores(t) {
+	for _, d := range teststore.Both(t) {
 		exec := d.Executor()
 		id := insert(t, exec)
 		c := &client{
@@ -252,7 +229,7 @@ func TestWorkCompletedInTx(t *testing.T) {
 // returned.
 func TestWorkCancelRequested(t *testing.T) {
 	t.Parallel()
-	for _, d := range stores(t) {
+	for _, d := range teststore.Both(t) {
 		exec := d.Executor()
 		c := &client{handler: func(ctx context.Context, j *lease.Job) error {
 			if _, err := exec.JobCancel(ctx, j.Row.ID); err != nil {

@@ -5,39 +5,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/internal/teststore"
 	"github.com/weirq/weir/weirdriver"
-	"github.com/weirq/weir/weirdriver/weirpgx"
-	"github.com/weirq/weir/weirdriver/weirsqlite"
-	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirtype"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
-
-// stores returns a migrated PostgreSQL schema and SQLite file.
-func stores(t *testing.T) []weirdriver.Driver {
-	t.Helper()
-	pg, err := weirpgx.New(dbtest.Pool(t, nil), &weirpgx.Config{Schema: dbtest.Schema(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lite, err := weirsqlite.Open(filepath.Join(t.TempDir(), "jobs.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lite.Close() })
-	for _, d := range []weirdriver.Driver{pg, lite} {
-		if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return []weirdriver.Driver{pg, lite}
-}
 
 // job returns schedule name on spec, in UTC.
 func job(t *testing.T, name, spec string, runOnStart bool, catchUp int) *Job {
@@ -139,7 +116,7 @@ func TestDue(t *testing.T) {
 func TestRegister(t *testing.T) {
 	t.Parallel()
 	now := at("2026-01-01T10:00:30Z")
-	for _, d := range stores(t) {
+	for _, d := range teststore.Both(t) {
 		exec := d.Executor()
 		if err := exec.PeriodicRegister(t.Context(), "before", []*weirdriver.PeriodicRegisterParams{{Name: "old", Spec: "@daily", TimeZone: "UTC", NextRunAt: now}}); err != nil {
 			t.Fatal(err)
@@ -166,7 +143,7 @@ func TestRegister(t *testing.T) {
 // transaction: when an insert fails, nothing of the fire is written.
 func TestFire(t *testing.T) {
 	t.Parallel()
-	for _, d := range stores(t) {
+	for _, d := range teststore.Both(t) {
 		exec := d.Executor()
 		j := job(t, "minutely", "* * * * *", false, 2)
 		// Registered ten minutes ago: about eight slots are missed by now.
@@ -226,7 +203,7 @@ func (c *clock) after(d time.Duration) <-chan time.Time {
 // schedule; it returns when its term ends.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	exec := stores(t)[0].Executor()
+	exec := teststore.Both(t)[0].Executor()
 	in := &inserts{}
 	c := &clock{waits: make(chan time.Duration), ticks: make(chan time.Time)}
 	f := firer(exec, in, time.Now, job(t, "hourly", "@every 1h", true, 0))

@@ -2,7 +2,6 @@ package weir_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/internal/pgcluster"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirdriver/weirpgx"
@@ -256,16 +256,12 @@ const failoverSchema = "weir_failover"
 
 // startFailoverPair starts a primary and a streaming standby, synchronous or
 // not, stopped at cleanup, and returns it with a maker of pools on its
-// multi-host URL. It skips the test where PostgreSQL is not installed.
+// multi-host URL. Where PostgreSQL is not installed it skips the test, or fails
+// it with WEIR_REQUIRE_PG_BINARIES=1 (dbtest.Started).
 func startFailoverPair(t *testing.T, sync bool) (*pgcluster.Pair, func() *pgxpool.Pool) {
 	t.Helper()
 	pair, err := pgcluster.StartPair(pgcluster.PairOptions{DirPrefix: "weir-failover-test-", Database: "failover", Sync: sync})
-	if errors.Is(err, pgcluster.ErrNoBinaries) {
-		t.Skipf("PostgreSQL is not installed: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbtest.Started(t, err)
 	t.Cleanup(func() { _ = pair.Stop() })
 	return pair, func() *pgxpool.Pool {
 		cfg, err := pgxpool.ParseConfig(pair.URL())

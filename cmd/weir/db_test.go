@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/internal/pgcluster"
 )
 
@@ -215,12 +215,7 @@ func TestWrongPassword(t *testing.T) {
 		t.Skip("starts a PostgreSQL cluster")
 	}
 	c, err := pgcluster.Start(pgcluster.Options{DirPrefix: "weir-pw-"})
-	if errors.Is(err, pgcluster.ErrNoBinaries) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbtest.Started(t, err)
 	t.Cleanup(func() {
 		if err := c.Stop(); err != nil {
 			t.Error(err)

@@ -2,7 +2,6 @@ package pgcluster_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,19 +10,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/internal/pgcluster"
 )
 
-// startPair starts a pair for t, skipping t when PostgreSQL is not installed.
+// startPair starts a pair for t. Where PostgreSQL is not installed it skips
+// t, or fails it with WEIR_REQUIRE_PG_BINARIES=1 (dbtest.Started).
 func startPair(t *testing.T, sync bool) *pgcluster.Pair {
 	t.Helper()
 	p, err := pgcluster.StartPair(pgcluster.PairOptions{DirPrefix: "pgpair-test-", Database: "app", Sync: sync})
-	if errors.Is(err, pgcluster.ErrNoBinaries) {
-		t.Skipf("PostgreSQL is not installed (install the Debian postgresql package): %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbtest.Started(t, err)
 	t.Cleanup(func() {
 		if err := p.Stop(); err != nil {
 			t.Error(err)

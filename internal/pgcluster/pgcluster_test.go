@@ -2,7 +2,6 @@ package pgcluster_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/internal/pgcluster"
 )
 
@@ -47,12 +47,7 @@ func TestCluster(t *testing.T) {
 		Database:  "app",
 		Settings:  []string{"max_connections=42"},
 	})
-	if errors.Is(err, pgcluster.ErrNoBinaries) {
-		t.Skipf("PostgreSQL is not installed (install the Debian postgresql package): %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbtest.Started(t, err)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {

@@ -12,12 +12,14 @@ import (
 
 // TestPgbenchRate: pgbench's rate of a statement is read from its report, and
 // a statement that fails gives an error that carries pgbench's own words and
-// not the database's URL.
+// not the database's URL. Without pgbench it is skipped, or fails with
+// WEIR_REQUIRE_PG_BINARIES=1, which so also holds the benchmark tests to
+// checking W4's ceiling.
 func TestPgbenchRate(t *testing.T) {
 	t.Parallel()
 	path, err := PgbenchPath()
 	if err != nil {
-		t.Skipf("no pgbench here: %v", err)
+		dbtest.NoPGBinaries(t, err)
 	}
 	schema := dbtest.Schema(t)
 	table := pgx.Identifier{schema, "t"}.Sanitize()

@@ -3,10 +3,14 @@ package weir_test
 import (
 	"context"
 	"errors"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/dbtest"
@@ -23,7 +27,9 @@ func TestPollOnly(t *testing.T) {
 // in transaction mode that resets every server connection after each
 // transaction (dbtest.PgBouncer): a statement of weir's that relied on session
 // state (a named prepared statement, a session advisory lock, a SET) fails
-// here, and no notification reaches a client.
+// here, and no notification reaches a client. Each subtest fails if a
+// poll-only client sends a LISTEN (listenSpy): through the pooler it would
+// fail silently, so nothing else would show it.
 func TestThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	pollOnlySuite(t, dbtest.PgBouncer(t))
@@ -36,16 +42,69 @@ func pollOnlyConfig(workers *weir.Workers) *weir.Config {
 	return cfg
 }
 
+// listenRE matches SQL that holds a LISTEN statement (and not UNLISTEN).
+var listenRE = regexp.MustCompile(`(?i)(^|;)\s*LISTEN\s`)
+
+// listenSpy counts the LISTEN statements that the connections of a pool send,
+// a listener's included (it hijacks one of the pool's): installed as their
+// pgx tracer, it sees the SQL of every Exec, Query and batched query, through
+// a pooler as straight to the server.
+type listenSpy struct{ listens atomic.Int32 }
+
+// tracing makes s the tracer of the pool's connections.
+func (s *listenSpy) tracing(c *pgxpool.Config) { c.ConnConfig.Tracer = s }
+
+func (s *listenSpy) saw(sql string) {
+	if listenRE.MatchString(sql) {
+		s.listens.Add(1)
+	}
+}
+
+func (s *listenSpy) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	s.saw(data.SQL)
+	return ctx
+}
+
+func (s *listenSpy) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *listenSpy) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (s *listenSpy) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	s.saw(data.SQL)
+}
+
+func (s *listenSpy) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // pollOnlySuite is a representative subset of the runtime's checks with
 // poll-only clients on url ("" for dbtest's server). Each subtest's bundle
 // client (b.client) is not started: its inserts are another client's, found
-// by the poll.
+// by the poll. Each subtest fails if its clients sent a LISTEN, seen by a
+// listenSpy on their pool's connections.
 func pollOnlySuite(t *testing.T, url string) {
-	opts := func() *setupOpts { return &setupOpts{url: url} }
+	opts := func(t *testing.T) *setupOpts {
+		spy := &listenSpy{}
+		// Registered before the clients start, so it runs after they stop.
+		t.Cleanup(func() {
+			if n := spy.listens.Load(); n > 0 {
+				t.Errorf("a poll-only client sent %d LISTEN statements", n)
+			}
+		})
+		return &setupOpts{url: url, pool: spy.tracing}
+	}
+
+	t.Run("ListenSpySeesListener", func(t *testing.T) {
+		t.Parallel()
+		spy := &listenSpy{}
+		b := setup(t, &setupOpts{url: url, pool: spy.tracing})
+		b.start(t, fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error { return nil }), nil))
+		waitFor(t, 30*time.Second, "a listening client's LISTEN", func() bool { return spy.listens.Load() > 0 })
+	})
 
 	t.Run("WorkRetrySnooze", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts())
+		b := setup(t, opts(t))
 		var once sync.Map
 		cfg := pollOnlyConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
 			_, again := once.LoadOrStore(job.ID, true)
@@ -118,7 +177,7 @@ func pollOnlySuite(t *testing.T, url string) {
 
 	t.Run("LocalInsertWakes", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts())
+		b := setup(t, opts(t))
 		cfg := pollOnlyConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error { return nil }))
 		cfg.FetchPollInterval = time.Hour // only the client's own insert can wake it
 		c := b.start(t, cfg)
@@ -159,7 +218,7 @@ func pollOnlySuite(t *testing.T, url string) {
 
 	t.Run("CancelByAnotherClient", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts())
+		b := setup(t, opts(t))
 		_, g, causes := cancelled(t, b, pollOnlyConfig(nil))
 		id := b.insertProbe(t, "x", nil)
 		g.expectStarted(t)
@@ -171,7 +230,7 @@ func pollOnlySuite(t *testing.T, url string) {
 
 	t.Run("CancelByItself", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts())
+		b := setup(t, opts(t))
 		cfg := pollOnlyConfig(nil)
 		// No heartbeat for 20 minutes: only the in-process wake cancels in time.
 		cfg.HeartbeatInterval, cfg.LeaseDuration = 20*time.Minute, time.Hour
@@ -186,7 +245,7 @@ func pollOnlySuite(t *testing.T, url string) {
 
 	t.Run("Unique", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts())
+		b := setup(t, opts(t))
 		uniq := &weir.InsertOpts{Unique: weir.UniqueOpts{ByArgs: true}}
 		first, err := b.client.Insert(testCtx(t), probeArgs{Name: "u"}, uniq)
 		if err != nil {
@@ -203,7 +262,7 @@ func pollOnlySuite(t *testing.T, url string) {
 
 	t.Run("GracefulStop", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts())
+		b := setup(t, opts(t))
 		g := newGate()
 		var runs atomic.Int32
 		c := b.start(t, pollOnlyConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
@@ -243,7 +302,7 @@ func pollOnlySuite(t *testing.T, url string) {
 
 	t.Run("RescueAfterLeaseLoss", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts())
+		b := setup(t, opts(t))
 		id := b.insertProbe(t, "x", &weir.InsertOpts{MaxAttempts: 5})
 		// A client that claimed it and died: its lease ends at once.
 		claimed, _, err := b.driver.Executor().JobClaim(testCtx(t), &weirdriver.JobClaimParams{
@@ -264,7 +323,7 @@ func pollOnlySuite(t *testing.T, url string) {
 
 	t.Run("Periodic", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts())
+		b := setup(t, opts(t))
 		ran := make(chan int64, 100)
 		cfg := pollOnlyConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
 			ran <- job.ID
@@ -284,7 +343,7 @@ func pollOnlySuite(t *testing.T, url string) {
 
 	t.Run("LeaderElection", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, opts())
+		b := setup(t, opts(t))
 		noop := func(ctx context.Context, job *weir.Job[probeArgs]) error { return nil }
 		clients := []*weir.Client{b.start(t, pollOnlyConfig(probeWorkers(noop))), b.start(t, pollOnlyConfig(probeWorkers(noop)))}
 		leader := -1

@@ -123,7 +123,11 @@ func invalidField(t testing.TB, what string, err error) *weir.InvalidError {
 // with its job's completion (the last value recorded wins), not with a
 // failure; an output over Config.MaxArgsBytes is refused and records
 // nothing; RecordOutput and SetProgress outside a handler, or after it
-// returned, are refused.
+// returned, are refused. Jobs that record output and complete together, once
+// every other job has ended, keep their outputs: their batches hold plain
+// completions only, which PostgreSQL's driver writes with a statement of
+// their own (the common path), where the first jobs' mix of outcomes takes
+// the general one.
 func TestRecordOutput(t *testing.T) {
 	t.Parallel()
 	for _, st := range progressStores(t) {
@@ -132,8 +136,20 @@ func TestRecordOutput(t *testing.T) {
 			leaked := make(chan context.Context, 1)
 			bigErr := make(chan error, 1)
 			badErrs := make(chan map[string]error, 1)
+			const together = 4
+			batchedStarted, releaseBatched := make(chan struct{}, together), make(chan struct{})
 			w := probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
 				switch job.Args.Name {
+				case "batched":
+					if err := weir.RecordOutput(ctx, map[string]int64{"job": job.ID}); err != nil {
+						return err
+					}
+					batchedStarted <- struct{}{}
+					select { // all return at once, their completions queued together
+					case <-releaseBatched:
+					case <-ctx.Done():
+					}
+					return nil
 				case "twice":
 					if err := weir.RecordOutput(ctx, map[string]int{"n": 1}); err != nil {
 						return err
@@ -228,6 +244,32 @@ func TestRecordOutput(t *testing.T) {
 			}
 			if j := getJob(t, c, ids["leak"]); j.Output != nil || j.Progress != nil {
 				t.Errorf("leak: output %s progress %s after calls once its handler returned, want none", j.Output, j.Progress)
+			}
+
+			// Every job above has ended, so these jobs' batches hold their
+			// plain completions only.
+			params := make([]weir.InsertManyParams, together)
+			for i := range params {
+				params[i] = weir.InsertManyParams{Args: probeArgs{Name: "batched"}, InsertOpts: &weir.InsertOpts{MaxAttempts: 1}}
+			}
+			batched, err := c.InsertMany(testCtx(t), params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range together {
+				select {
+				case <-batchedStarted:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the batched jobs' handlers did not all start")
+				}
+			}
+			close(releaseBatched)
+			for _, res := range batched {
+				id := res.Job.ID
+				waitFor(t, 20*time.Second, "a batched job to end", func() bool { return getJob(t, c, id).State.Final() })
+				if j := getJob(t, c, id); j.State != weir.JobStateCompleted || !sameJSON(j.Output, `{"job":`+itoa(id)+`}`) {
+					t.Errorf("batched job %d: state %s output %s, want completed with its own output", id, j.State, j.Output)
+				}
 			}
 		})
 	}

@@ -81,15 +81,19 @@ func checkEverySecond(t *testing.T, slots []time.Time) {
 }
 
 // TestPeriodicExactlyOnceAcrossLeaders: three clients declare the same
-// every-second schedule; leadership is handed over twice while it fires, and
-// every slot from the first to the last has exactly one job, on each store.
+// every-second schedule; leadership is handed over twice while it fires; then
+// every client stops while slots fall due, and a newcomer takes over: every
+// slot from the first to the last has exactly one job, on each store. The
+// time without a leader is what shows a leader that resets the schedule when
+// it registers it (next run from its own start instead of the stored one): a
+// handover within a second finds the stored next run still ahead, the same
+// slot either way.
 func TestPeriodicExactlyOnceAcrossLeaders(t *testing.T) {
 	t.Parallel()
 	for _, d := range bothStores(t) {
 		t.Run(d.Name(), func(t *testing.T) {
 			t.Parallel()
-			clients := make([]*weir.Client, 3)
-			for i := range clients {
+			start := func() *weir.Client {
 				c, err := weir.NewClient(d, periodicConfig(nil, everySecond("tick")))
 				if err != nil {
 					t.Fatal(err)
@@ -97,16 +101,21 @@ func TestPeriodicExactlyOnceAcrossLeaders(t *testing.T) {
 				if err := c.Start(testCtx(t)); err != nil {
 					t.Fatal(err)
 				}
-				clients[i] = c
 				t.Cleanup(func() { _ = c.Stop(testCtx(t)) })
+				return c
 			}
-			handovers := 0
-			for round := range 3 {
+			twoMoreSlots := func() {
+				t.Helper()
 				before, _ := slotsOf(t, d, "tick")
 				waitFor(t, 20*time.Second, "two more slots fired", func() bool {
 					now, _ := slotsOf(t, d, "tick")
 					return len(now) >= len(before)+2
 				})
+			}
+			clients := []*weir.Client{start(), start(), start()}
+			handovers := 0
+			for round := range 3 {
+				twoMoreSlots()
 				if round == 2 {
 					break
 				}
@@ -128,12 +137,43 @@ func TestPeriodicExactlyOnceAcrossLeaders(t *testing.T) {
 			if handovers != 2 {
 				t.Fatalf("%d handovers, want 2", handovers)
 			}
+
+			// No leader while two slots fall due; the newcomer fires them (they
+			// are within the grace of a handover) and goes on.
+			for _, c := range clients {
+				if c != nil {
+					if err := c.Stop(testCtx(t)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			next := storedNextRun(t, d, "tick")
+			waitFor(t, 20*time.Second, "two slots due with no leader", func() bool { return time.Now().After(next.Add(time.Second)) })
+			start()
+			twoMoreSlots()
+
 			slots, late := slotsOf(t, d, "tick")
 			checkEverySecond(t, slots)
 			t.Logf("%d slots, %s to %s; lateness of the insert: max %v", len(slots),
 				slots[0].Format(time.TimeOnly), slots[len(slots)-1].Format(time.TimeOnly), slices.Max(late))
 		})
 	}
+}
+
+// storedNextRun returns the next run stored for schedule name.
+func storedNextRun(t *testing.T, d weirdriver.Driver, name string) time.Time {
+	t.Helper()
+	rows, err := d.Executor().PeriodicList(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if row.Name == name {
+			return row.NextRunAt
+		}
+	}
+	t.Fatalf("no schedule %q stored", name)
+	return time.Time{}
 }
 
 // bothStores returns a migrated PostgreSQL schema and SQLite file.

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weirq/weir"
+	"github.com/weirq/weir/weirmigrate"
 )
 
 // sqlConn is a plain connection, as another language's driver or psql would have.
@@ -130,6 +134,7 @@ func TestSQLEnqueueBadInput(t *testing.T) {
 		{`weir_enqueue('k', metadata => '{"m": "` + strings.Repeat("x", 100) + `"}', max_args_bytes => 50)`, "metadata is 109 bytes; the limit is 50"},
 		{`weir_enqueue('k', max_args_bytes => NULL)`, "max_args_bytes NULL is not a positive number of bytes"},
 		{`weir_enqueue('k', max_args_bytes => 0)`, "max_args_bytes 0 is not a positive number of bytes"},
+		{`weir_enqueue('k', max_args_bytes => 1048577)`, "max_args_bytes 1048577 is above the server's limit of 1048576 bytes"},
 	} {
 		_, err := conn.Exec(ctx, "SELECT * FROM "+b.schema+"."+tt.call)
 		var pgErr *pgconn.PgError
@@ -453,5 +458,303 @@ func TestSQLEnqueueDebounceNotifies(t *testing.T) {
 	}
 	if got := notes.next(t); got != "sq" {
 		t.Fatalf("debounce to now: notification %q, want sq", got)
+	}
+}
+
+// enqueuerGrants is what docs/sql-enqueue.md grants a role that can only
+// enqueue, with its names: role weir_enqueuer, schema weir.
+const enqueuerGrants = `CREATE ROLE weir_enqueuer NOLOGIN;
+GRANT USAGE ON SCHEMA weir TO weir_enqueuer;
+GRANT EXECUTE ON FUNCTION weir.weir_enqueue(text, jsonb, text, integer, timestamptz, integer, text[], jsonb,
+    boolean, boolean, interval, text[], integer, text[], text) TO weir_enqueuer;
+`
+
+// enqueuerUsageOnly is enqueuerGrants without the grant of EXECUTE.
+const enqueuerUsageOnly = `CREATE ROLE weir_enqueuer NOLOGIN;
+GRANT USAGE ON SCHEMA weir TO weir_enqueuer;
+`
+
+// TestSQLEnqueueGrantsDocumented checks that docs/sql-enqueue.md gives the
+// grants the tests of the enqueue-only role make.
+func TestSQLEnqueueGrantsDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/sql-enqueue.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```sql\n"+enqueuerGrants+"```") {
+		t.Errorf("docs/sql-enqueue.md does not give the grants the tests make:\n%s", enqueuerGrants)
+	}
+}
+
+// role makes a role by grants (enqueuerGrants or a part of it, whose names
+// are replaced by the role's and b's schema's), lets it log in, connects as
+// it, and drops it, with its privileges, when the test ends. Its name is b's
+// schema's (which dbtest marks) followed by _enqueuer.
+func (b *bundle) role(t *testing.T, grants string) (string, *pgx.Conn) {
+	t.Helper()
+	role := b.schema + "_enqueuer"
+	grants = strings.NewReplacer("weir_enqueuer", role, "SCHEMA weir ", "SCHEMA "+b.schema+" ",
+		"weir.weir_enqueue(", b.schema+".weir_enqueue(").Replace(grants)
+	if _, err := b.pool.Exec(testCtx(t), grants+"ALTER ROLE "+role+" LOGIN", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := b.pool.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(b.pool.Config().ConnConfig.ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Password = role, ""
+	conn, err := pgx.ConnectConfig(testCtx(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) }) // runs before the drop
+	return role, conn
+}
+
+// wantDenied fails the test unless err is PostgreSQL's insufficient_privilege
+// (SQLSTATE 42501) with a message that contains want.
+func wantDenied(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" || !strings.Contains(pgErr.Message, want) {
+		t.Errorf("%s: %v, want insufficient_privilege saying %q", what, err, want)
+	}
+}
+
+// TestSQLEnqueueRole checks the role docs/sql-enqueue.md grants, made by
+// those statements: it enqueues through weir_enqueue, and a worker runs the
+// job; it can neither read, insert, change, delete nor truncate any table of
+// weir's, so it can neither read another job's args, cancel it, replace its
+// args, nor insert a job that skips weir_enqueue's checks of names.
+func TestSQLEnqueueRole(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	ran := make(chan *weir.Job[probeArgs], 1)
+	b.start(t, fastConfig(probeWorkers(func(_ context.Context, job *weir.Job[probeArgs]) error {
+		ran <- job
+		return nil
+	}), nil))
+	// Another job, in a queue no worker takes, that the role must not reach.
+	secret := b.insertProbe(t, "card 4111 1111 1111 1111", &weir.InsertOpts{Queue: "secret"})
+	_, conn := b.role(t, enqueuerGrants)
+
+	var id int64
+	if err := conn.QueryRow(ctx, "SELECT id FROM "+b.schema+`.weir_enqueue('probe', '{"name": "from the role"}')`).Scan(&id); err != nil {
+		t.Fatalf("the role cannot enqueue: %v", err)
+	}
+	select {
+	case job := <-ran:
+		if job.ID != id || job.Args.Name != "from the role" {
+			t.Fatalf("worker ran job %d %+v, want %d from the role", job.ID, job.Args, id)
+		}
+	case <-ctx.Done():
+		t.Fatal("no worker ran the role's job")
+	}
+
+	job := "weir job " + strconv.FormatInt(secret, 10)
+	_, err := conn.Exec(ctx, "SELECT args FROM "+b.schema+".weir_job WHERE id = $1", secret)
+	wantDenied(t, "read "+job, err, "permission denied for table weir_job")
+	_, err = conn.Exec(ctx, "UPDATE "+b.schema+".weir_job SET state = 'cancelled', finalized_at = now() WHERE id = $1", secret)
+	wantDenied(t, "cancel "+job, err, "permission denied for table weir_job")
+	_, err = conn.Exec(ctx, "UPDATE "+b.schema+`.weir_job SET args = '{"name": "forged"}' WHERE id = $1`, secret)
+	wantDenied(t, "replace the args of "+job, err, "permission denied for table weir_job")
+	_, err = conn.Exec(ctx, "INSERT INTO "+b.schema+".weir_job (kind, queue, args) VALUES ('send email', 'q/1', '{}')")
+	wantDenied(t, "insert a job by hand", err, "permission denied for table weir_job")
+	if j := b.job(t, secret); j.State != weir.JobStateAvailable || !strings.Contains(string(j.Args), "4111") {
+		t.Fatalf("job %d is %s with args %s", secret, j.State, j.Args)
+	}
+
+	tables := b.tables(t)
+	if !slices.Contains(tables, "weir_job") || !slices.Contains(tables, "weir_ready") {
+		t.Fatalf("tables %q", tables)
+	}
+	for _, table := range tables {
+		name := b.schema + "." + table
+		for _, stmt := range []string{
+			"SELECT * FROM " + name + " LIMIT 1",
+			"INSERT INTO " + name + " DEFAULT VALUES",
+			"UPDATE " + name + " SET " + b.firstColumn(t, table) + " = " + b.firstColumn(t, table),
+			"DELETE FROM " + name,
+			"TRUNCATE " + name,
+		} {
+			_, err := conn.Exec(ctx, stmt)
+			wantDenied(t, stmt, err, "permission denied for table "+table)
+		}
+	}
+	if n := b.count(t, "true"); n != 2 {
+		t.Fatalf("%d jobs, want the role's and the secret one", n)
+	}
+}
+
+// tables returns the names of the tables of b's schema, partitioned tables and
+// partitions included.
+func (b *bundle) tables(t *testing.T) []string {
+	t.Helper()
+	rows, err := b.pool.Query(testCtx(t), `SELECT relname FROM pg_class
+		WHERE relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1) AND relkind IN ('r', 'p') ORDER BY 1`, b.schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// firstColumn returns the name of the first column of table in b's schema.
+func (b *bundle) firstColumn(t *testing.T, table string) string {
+	t.Helper()
+	var name string
+	if err := b.pool.QueryRow(testCtx(t), `SELECT attname FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum LIMIT 1`,
+		b.schema+"."+table).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// TestSQLEnqueueRoleMaxArgsBytes checks that max_args_bytes may lower the
+// function's limit of 1 MiB and never raise it, whoever calls it.
+func TestSQLEnqueueRoleMaxArgsBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	_, conn := b.role(t, enqueuerGrants)
+	large := `jsonb_build_object('pad', repeat('x', 1048576))`
+	for _, tt := range []struct{ call, want string }{
+		{`weir_enqueue('k', max_args_bytes => 1048577)`, "max_args_bytes 1048577 is above the server's limit of 1048576 bytes; it may only lower the limit"},
+		{`weir_enqueue('k', ` + large + `, max_args_bytes => 2147483647)`, "max_args_bytes 2147483647 is above the server's limit of 1048576 bytes"},
+		{`weir_enqueue('k', metadata => ` + large + `, max_args_bytes => 4194304)`, "max_args_bytes 4194304 is above the server's limit"},
+		{`weir_enqueue('k', '{"a": "` + strings.Repeat("x", 100) + `"}', max_args_bytes => 50)`, "args of kind \"k\" are 109 bytes; the limit is 50"},
+	} {
+		_, err := conn.Exec(ctx, "SELECT * FROM "+b.schema+"."+tt.call)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, tt.want) {
+			t.Errorf("%s: %v, want invalid_parameter_value saying %q", tt.call, err, tt.want)
+		}
+	}
+	// At the limit, and below it, the call goes through.
+	for _, limit := range []int{1048576, 1000} {
+		if _, err := conn.Exec(ctx, "SELECT * FROM "+b.schema+".weir_enqueue('k', max_args_bytes => $1)", limit); err != nil {
+			t.Errorf("max_args_bytes %d: %v", limit, err)
+		}
+	}
+	if n := b.count(t, "true"); n != 2 {
+		t.Fatalf("%d jobs, want the 2 calls within the limit", n)
+	}
+}
+
+// TestSQLEnqueuePublicCannotExecute checks that a role with USAGE on weir's
+// schema and no grant on weir_enqueue cannot call it: PUBLIC may not.
+func TestSQLEnqueuePublicCannotExecute(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	_, conn := b.role(t, enqueuerUsageOnly)
+	_, err := conn.Exec(testCtx(t), "SELECT * FROM "+b.schema+".weir_enqueue('k')")
+	wantDenied(t, "weir_enqueue without a grant", err, "permission denied for function weir_enqueue")
+	if n := b.count(t, "true"); n != 0 {
+		t.Fatalf("%d jobs", n)
+	}
+}
+
+// TestSQLEnqueueTempTables checks that weir_enqueue, which runs with its
+// owner's rights, writes weir's tables and never a temporary table of its
+// caller's with the same name: the role makes temporary weir_job and
+// weir_ready tables, enqueues, and makes a pending unique job available by
+// debounce (which writes weir_ready from the update trigger); the jobs are in
+// weir's tables and in its ready list, and its own tables stay empty.
+func TestSQLEnqueueTempTables(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	_, conn := b.role(t, enqueuerGrants)
+	for _, stmt := range []string{
+		`CREATE TEMP TABLE weir_job (id bigserial, state text, queue text, kind text, args jsonb, priority smallint,
+			max_attempts smallint, scheduled_at timestamptz, tags text[], metadata jsonb, unique_key bytea, unique_states smallint)`,
+		`CREATE TEMP TABLE weir_ready (seg smallint, queue text, priority smallint, scheduled_at timestamptz, job_id bigint, key text)`,
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue := func(extra string) int64 {
+		t.Helper()
+		var id int64
+		if err := conn.QueryRow(ctx, "SELECT id FROM "+b.schema+`.weir_enqueue('probe', '{"name": "a"}', unique_by_args => true, unique_by_queue => true`+extra+`)`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	first := enqueue(", queue => 'now'")
+	later := enqueue(", queue => 'later', scheduled_at => now() + interval '1 hour'")
+	if later == first {
+		t.Fatalf("the second unique job found the first, %d", first)
+	}
+	if again := enqueue(", queue => 'later', unique_on_conflict => 'debounce'"); again != later {
+		t.Fatalf("debounce gave job %d, want %d", again, later)
+	}
+	for _, id := range []int64{first, later} {
+		var ready int
+		if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM "+b.schema+".weir_ready WHERE job_id = $1", id).Scan(&ready); err != nil {
+			t.Fatal(err)
+		}
+		if j := b.job(t, id); j.State != weir.JobStateAvailable || ready == 0 {
+			t.Errorf("job %d is %s with %d rows in weir's ready list, want available and listed", id, j.State, ready)
+		}
+	}
+	var temp int
+	if err := conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM pg_temp.weir_job) + (SELECT count(*) FROM pg_temp.weir_ready)").Scan(&temp); err != nil {
+		t.Fatal(err)
+	}
+	if temp != 0 {
+		t.Fatalf("%d rows went to the role's temporary tables", temp)
+	}
+}
+
+// TestSQLEnqueueGrantsSurviveMigrations checks that a role granted as
+// docs/sql-enqueue.md says keeps its grant when weir's migrations are reverted
+// to the baseline and applied again, and when an up applies nothing: it
+// enqueues after each. Between, at the baseline, weir_enqueue runs with its
+// caller's rights, so the role, which has no rights on the tables, cannot.
+func TestSQLEnqueueGrantsSurviveMigrations(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	_, conn := b.role(t, enqueuerGrants)
+	call := "SELECT * FROM " + b.schema + ".weir_enqueue('probe')"
+	if _, err := conn.Exec(ctx, call); err != nil {
+		t.Fatalf("before the migrations: %v", err)
+	}
+	m := weirmigrate.New(b.driver)
+	if _, err := m.Down(ctx, &weirmigrate.DownOpts{TargetVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := conn.Exec(ctx, call)
+	wantDenied(t, "weir_enqueue at the baseline", err, "permission denied for table weir_job")
+	done, err := m.Up(ctx, nil)
+	if err != nil || len(done) == 0 {
+		t.Fatalf("up applied %v: %v", done, err)
+	}
+	if _, err := conn.Exec(ctx, call); err != nil {
+		t.Fatalf("after down and up: %v", err)
+	}
+	if done, err := m.Up(ctx, nil); err != nil || len(done) != 0 {
+		t.Fatalf("a second up applied %v: %v", done, err)
+	}
+	if _, err := conn.Exec(ctx, call); err != nil {
+		t.Fatalf("after an up that applied nothing: %v", err)
+	}
+	if n := b.count(t, "true"); n != 3 {
+		t.Fatalf("%d jobs, want 3", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,7 +53,14 @@ ORDER BY 1`
 // catalog returns catalogSQL's lines for schema.
 func catalog(t *testing.T, pool *pgxpool.Pool, schema string) []string {
 	t.Helper()
-	rows, err := pool.Query(t.Context(), catalogSQL, schema)
+	return schemaLines(t, pool, catalogSQL, schema)
+}
+
+// schemaLines returns the lines that query returns for schema ($1), with the
+// schema's name, qualifying another name, replaced by S.
+func schemaLines(t *testing.T, pool *pgxpool.Pool, query, schema string) []string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), query, schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +86,11 @@ const prereleaseCatalog = "testdata/prerelease_catalog.txt"
 // chain's files (those of weirdriver/weirpgx/migrations in any commit before
 // the baseline), the test migrates a schema by them, compares, and writes the
 // catalog anew.
+//
+// One exception: a function whose file an up file of migration 2 or later
+// installs has its newest body in the baseline too (the binary holds no
+// other), so its definition is not compared, only its name and argument types
+// (laterInstalled). Every other line is compared whole.
 func TestBaselineCatalog(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t, nil)
@@ -109,6 +122,8 @@ func TestBaselineCatalog(t *testing.T) {
 	if len(want) < 100 {
 		t.Fatalf("the pre-release catalog has %d lines; it should describe every object", len(want))
 	}
+	later := laterInstalled(t)
+	got, want = withoutDefinitions(got, later), withoutDefinitions(want, later)
 	for _, l := range want {
 		if !slices.Contains(got, l) {
 			t.Errorf("the baseline lacks: %s", l)
@@ -119,6 +134,57 @@ func TestBaselineCatalog(t *testing.T) {
 			t.Errorf("the baseline has what the pre-release chain did not: %s", l)
 		}
 	}
+}
+
+// installLine matches a migration's line that installs a function's file, and
+// the file's path.
+var installLine = regexp.MustCompile(`(?m)^\s*` + weirdriver.MarkInstall + ` (\S+)`)
+
+// laterInstalled returns the names of the functions whose files the up files
+// of migrations 2 and later install.
+func laterInstalled(t *testing.T) map[string]bool {
+	t.Helper()
+	ups, err := filepath.Glob("migrations/*.up.sql")
+	if err != nil || len(ups) == 0 {
+		t.Fatalf("no up files: %v", err)
+	}
+	names := map[string]bool{}
+	for _, up := range ups {
+		prefix, _, _ := strings.Cut(filepath.Base(up), "_")
+		version, err := strconv.Atoi(prefix)
+		if err != nil {
+			t.Fatalf("%s: no version: %v", up, err)
+		}
+		if version < 2 {
+			continue
+		}
+		data, err := os.ReadFile(up)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range installLine.FindAllStringSubmatch(string(data), -1) {
+			names[strings.TrimSuffix(filepath.Base(m[1]), ".sql")] = true
+		}
+	}
+	return names
+}
+
+// withoutDefinitions returns lines with the definition's hash cut from the
+// line of each function named in names ("fn S.NAME(ARGS) HASH").
+func withoutDefinitions(lines []string, names map[string]bool) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l
+		sig, ok := strings.CutPrefix(l, "fn S.")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(sig, "(")
+		if names[name] {
+			out[i] = l[:strings.LastIndexByte(l, ' ')]
+		}
+	}
+	return out
 }
 
 // migrateByChain applies the pre-release chain's up files, in dir, to schema,
@@ -184,7 +250,7 @@ func TestFunctionsInOneFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range regexp.MustCompile(`(?m)^\s*`+weirdriver.MarkInstall+` (\S+)`).FindAllStringSubmatch(string(data), -1) {
+		for _, m := range installLine.FindAllStringSubmatch(string(data), -1) {
 			installed[m[1]] = true
 		}
 		if m := createFunction.FindStringSubmatch(string(data)); m != nil {

@@ -6,6 +6,17 @@
 -- replace or debounce), and notifies workers at commit. It returns the job's id,
 -- whether it found a duplicate, and whether it replaced one. Its search_path is
 -- pinned to weir's schema at creation.
+--
+-- Migration 002_enqueue_definer makes it run with its owner's rights (SECURITY
+-- DEFINER), pins its search_path to weir's schema then pg_temp, and takes
+-- EXECUTE from PUBLIC, so that a role granted EXECUTE on it and nothing on the
+-- tables can enqueue and do nothing else (docs/sql-enqueue.md). They are not
+-- written here because the baseline installs this file too, and a schema at
+-- version 1 keeps what the baseline made: the caller's rights, EXECUTE for
+-- PUBLIC. (The owner's rights with EXECUTE for PUBLIC and pg_temp searched
+-- first would let any role run code of its own as the owner.) CREATE OR
+-- REPLACE resets the rights and the path, so a migration that installs this
+-- file again sets them again as 002 does (TestEnqueueDefiner checks them).
 CREATE OR REPLACE FUNCTION weir_enqueue(
     kind text,
     args jsonb DEFAULT '{}',
@@ -29,6 +40,10 @@ AS $$
 #variable_conflict use_column
 DECLARE
     name_pattern CONSTANT text := '^[A-Za-z0-9][A-Za-z0-9_.:-]*$';
+    -- The largest args (and metadata) the function takes, whoever calls it: the
+    -- Go client's DefaultMaxArgsBytes and max_args_bytes' default. A caller's
+    -- max_args_bytes may lower it, never raise it.
+    server_max_args_bytes CONSTANT integer := 1048576;
     all_states CONSTANT text[] := ARRAY['scheduled', 'available', 'running', 'retryable',
         'completed', 'cancelled', 'discarded'];
     v_states text[];
@@ -74,6 +89,9 @@ BEGIN
     IF max_args_bytes IS NULL OR max_args_bytes < 1 THEN
         RAISE EXCEPTION 'weir: invalid: max_args_bytes % is not a positive number of bytes',
             coalesce(max_args_bytes::text, 'NULL') USING ERRCODE = '22023';
+    ELSIF max_args_bytes > server_max_args_bytes THEN
+        RAISE EXCEPTION 'weir: invalid: max_args_bytes % is above the server''s limit of % bytes; it may only lower the limit',
+            max_args_bytes, server_max_args_bytes USING ERRCODE = '22023';
     END IF;
     IF octet_length(weir_enqueue.args::text) > max_args_bytes THEN
         RAISE EXCEPTION 'weir: invalid: args of kind "%" are % bytes; the limit is %',

@@ -210,7 +210,7 @@ func writeStatusTable(w io.Writer, status []weirmigrate.Status) error {
 				state = "unknown-compatible"
 			}
 		}
-		fmt.Fprintf(tw, "%03d\t%s\t%s\t%s\n", s.Version, s.Name, state, at)
+		fmt.Fprintf(tw, "%03d\t%s\t%s\t%s\n", s.Version, termSafe(s.Name), state, at)
 	}
 	return tw.Flush()
 }

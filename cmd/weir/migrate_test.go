@@ -225,3 +225,34 @@ func appliedAt(backend string) any {
 	}
 	return time.Now()
 }
+
+// TestMigrateStatusEscapesNames: a migration's name comes from the migration
+// table, which whoever can write to the schema can set; status shows it
+// escaped, in its table and in its JSON, whose value stays exact.
+func TestMigrateStatusEscapesNames(t *testing.T) {
+	t.Parallel()
+	const evil = "add\x1b]0;pwned\x07\u202egnp.exe\u0085\x7f"
+	for name, db := range migrateDBs(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			weir := func(args ...string) result { t.Helper(); return runWeir(t, nil, append(args, db.flags...)...) }
+			wantOK(t, weir("migrate", "up"))
+			next := len(db.known) + 1
+			db.exec(t, "INSERT INTO TABLE (version, name, applied_at, compatible) VALUES ($1, $2, $3, $4)",
+				next, evil, appliedAt(name), true)
+			r := weir("migrate", "status")
+			wantOK(t, r)
+			wantTerminalSafe(t, r.stdout)
+			want := fmt.Sprintf(`%03d add\x1b]0;pwned\x07\u202egnp.exe\u0085\x7f unknown-compatible`, next)
+			if got := statusLines(t, r.stdout); got[len(got)-1] != want {
+				t.Fatalf("status: got %q, want %q last", got, want)
+			}
+			r = weir("migrate", "status", "--json")
+			wantOK(t, r)
+			wantTerminalSafe(t, r.stdout)
+			if rep := statusReportOf(t, r.stdout); len(rep.Unknown) != 1 || rep.Unknown[0].Name != evil {
+				t.Fatalf("status --json: %s", r.stdout)
+			}
+		})
+	}
+}

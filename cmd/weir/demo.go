@@ -102,7 +102,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("demo: no cache directory for the embedded store: %v (pass --database-url)", err)
 		}
-		if err := os.MkdirAll(filepath.Join(dir, "weir"), 0o755); err != nil {
+		// The store holds the demo's jobs: its directory is the user's alone,
+		// as the file is (weirsqlite creates it so).
+		if err := os.MkdirAll(filepath.Join(dir, "weir"), 0o700); err != nil {
 			return fmt.Errorf("demo: create the store's directory: %v", err)
 		}
 		store = "sqlite:" + filepath.Join(dir, "weir", "demo.db")

@@ -106,6 +106,12 @@ func testBinaryDemo(t *testing.T, b *weirBinary) {
 		if data, err := os.ReadFile(store); err != nil || !strings.HasPrefix(string(data), sqliteHeader) {
 			t.Fatalf("the store %s is not a SQLite file: %v", store, err)
 		}
+		// The jobs are the user's alone: the file, and the directory weir made.
+		for name, want := range map[string]os.FileMode{store: 0o600, filepath.Dir(store): 0o700} {
+			if fi, err := os.Stat(name); err != nil || fi.Mode().Perm() != want {
+				t.Errorf("%s: %v; want mode %v", name, fileMode(fi, err), want)
+			}
+		}
 		if entries, err := os.ReadDir(home); err != nil || len(entries) != 0 {
 			t.Fatalf("the demo wrote in HOME: %v %v", entries, err)
 		}
@@ -153,4 +159,12 @@ func testBinaryDemo(t *testing.T, b *weirBinary) {
 		r := b.run(t, []string{"HOME=", "XDG_CACHE_HOME="}, "demo")
 		wantFailure(t, r, exitFailure, "weir: demo: no cache directory for the embedded store: ", "(pass --database-url)")
 	})
+}
+
+// fileMode describes the permissions of fi, or err when Stat failed.
+func fileMode(fi os.FileInfo, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "mode " + fi.Mode().Perm().String()
 }

@@ -840,3 +840,35 @@ func insertUnique(t *testing.T, exec weirdriver.Executor, p *weirdriver.JobInser
 	}
 	return res[0]
 }
+
+// TestFilesPrivate: a database file that Open creates, and the -wal and -shm
+// files SQLite makes beside it, are readable and writable by their owner only;
+// a file that exists keeps the mode its owner gave it.
+func TestFilesPrivate(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	if _, err := d.Executor().JobInsert(testCtx(t), []*weirdriver.JobInsertParams{job("k", "q")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{d.Path(), d.Path() + "-wal", d.Path() + "-shm"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s has mode %v, want -rw-------", filepath.Base(name), mode)
+		}
+	}
+
+	shared := filepath.Join(t.TempDir(), "shared.db")
+	if err := os.WriteFile(shared, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o640); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	open(t, shared)
+	if fi, err := os.Stat(shared); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("an existing file's mode after Open: %v, %v; want -rw-r-----", fi.Mode(), err)
+	}
+}

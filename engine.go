@@ -232,12 +232,10 @@ func newEngine(ctx context.Context, c *Client) *engine {
 	// G9 names the leader term (3 election intervals) as the bound after a
 	// leader's death; an interval of at most 5 s keeps it short.
 	elect := min(5*time.Second, cfg.RescueInterval)
-	var onTerm func(context.Context)
-	if len(c.periodic) > 0 {
-		onTerm = c.periodicFirer(exec, e.logger, elect).Run
-	}
+	// The leader registers its periodic jobs, none included, so that the
+	// schedules it does not declare are orphaned (docs/periodic.md).
 	e.maint = maintenance.New(exec, &maintenance.Config{
-		OnTerm:   onTerm,
+		OnTerm:   c.periodicFirer(exec, e.logger, elect).Run,
 		ClientID: cfg.ID, Logger: cfg.Logger, Rescued: e.jobRescued, RescueInterval: cfg.RescueInterval,
 		ElectInterval: elect, LeaderTTL: 3 * elect,
 		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,

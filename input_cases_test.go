@@ -65,6 +65,10 @@ func badInserts() []inputCase {
 		{"duplicate escaped key", inputRaw(`{"o":{"b":1,"\u0062":2}}`), nil, `args of kind "raw" have the key "b" twice`, "Args"},
 		{"duplicate key among many", inputRaw(inputManyKeys(40, "k7")), nil, `args of kind "raw" have the key "k7" twice`, "Args"},
 		{"duplicate key in metadata", inputOKArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`{"m":1, "m":2}`)}, `metadata has the key "m" twice`, "InsertOpts.Metadata"},
+		{"number over float64's range", inputRaw(`{"a":1e400}`), nil, `args of kind "raw" have the number 1e400 at byte 5, outside float64's range`, "Args"},
+		{"number under float64's range", inputRaw(`{"a":[1, -1.8E+308]}`), nil, `args of kind "raw" have the number -1.8E+308 at byte 8, outside float64's range`, "Args"},
+		{"integer over float64's range", inputRaw(`{"a":` + inputOverMaxFloat + `}`), nil, `args of kind "raw" have the number 1797693134862315807937289714053034150799...`, "Args"},
+		{"number over float64's range in metadata", inputOKArgs{}, &weir.InsertOpts{Metadata: json.RawMessage(`{"m": {"n": 2e308}}`)}, "metadata has the number 2e308 at byte 10, outside float64's range", "InsertOpts.Metadata"},
 		{"nil pointer args", (*inputPtrArgs)(nil), nil, "args are a nil *weir_test.inputPtrArgs", "Args"},
 		{"year 0", inputOKArgs{}, &weir.InsertOpts{ScheduledAt: time.Date(0, 6, 1, 0, 0, 0, 0, time.UTC)},
 			"scheduled time 0000-06-01T00:00:00Z is out of range: it must fall in the years 1..9999 UTC", "InsertOpts.ScheduledAt"},
@@ -84,10 +88,19 @@ func goodInserts() []inputCase {
 		{Name: "same key in two objects", Args: inputRaw(`{"a":{"a":1},"b":{"a":2},"c":[{"a":1},{"a":1}]}`)},
 		{Name: "many keys", Args: inputRaw(inputManyKeys(40, ""))},
 		{Name: "backslash before u", Args: inputRaw(`{"a":"\\u0000"}`)},
+		{Name: "float64's range", Args: inputRaw(`{"max":1.7976931348623157e308,"min":-1.7976931348623157E+308,"tiny":4.9e-324}`)},
+		{Name: "integer that rounds to float64's largest", Args: inputRaw(`{"a":` + inputOverMaxFloat[:len(inputOverMaxFloat)-1] + `1}`)},
+		{Name: "number that underflows to 0", Args: inputRaw(`{"a":1e-400,"b":-1e-400}`)},
+		{Name: "integer over int64's range", Args: inputRaw(`{"a":123456789012345678901234567890}`)},
+		{Name: "exponents in strings", Args: inputRaw(`{"1e400":"1e400"}`)},
 		{Name: "year 1", Args: inputOKArgs{}, Opts: &weir.InsertOpts{ScheduledAt: time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC)}},
 		{Name: "year 9999", Args: inputOKArgs{}, Opts: &weir.InsertOpts{ScheduledAt: time.Date(9999, 12, 31, 23, 59, 59, 999_999_000, time.UTC)}},
 	}
 }
+
+// inputOverMaxFloat is 2^1024 - 2^970, the smallest integer that does not
+// round to float64's largest value, 2^1024 - 2^971, but overflows.
+const inputOverMaxFloat = "179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792"
 
 // inputManyKeys is an object with n keys k0, k1...; dup, if set, comes again at the end.
 func inputManyKeys(n int, dup string) string {

@@ -23,8 +23,9 @@ type PeriodicJob struct {
 	Name string
 	// Schedule is a cron expression of five fields (minute, hour, day of month,
 	// month, day of week) with an optional leading seconds field, or one of
-	// @yearly, @monthly, @weekly, @daily, @hourly and @every D (D a whole number
-	// of seconds, at least one).
+	// @yearly, @monthly, @weekly, @daily, @hourly and @every D (D a duration
+	// with its unit, such as 30s, 5m or 1h30m: a whole number of seconds, at
+	// least one; a bare number is refused).
 	Schedule string
 	// TimeZone is the IANA zone the schedule is read in. Default: UTC. A wall
 	// time that a spring-forward transition skips fires once, at the jump; one

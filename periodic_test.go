@@ -332,6 +332,50 @@ func TestPeriodicOperate(t *testing.T) {
 	}
 }
 
+// TestPeriodicLeaderWithoutSchedules: a leader that declares no periodic jobs
+// orphans the schedules a stopped client declared, so that they no longer
+// show as active under a client that is gone, and an operator may delete
+// them.
+func TestPeriodicLeaderWithoutSchedules(t *testing.T) {
+	t.Parallel()
+	for _, d := range bothStores(t) {
+		t.Run(d.Name(), func(t *testing.T) {
+			t.Parallel()
+			ex := d.Executor()
+			start := func(cfg *weir.Config) *weir.Client {
+				t.Helper()
+				c, err := weir.NewClient(d, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Start(testCtx(t)); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = c.Stop(testCtx(t)) })
+				return c
+			}
+			hourly := weir.PeriodicJob{Name: "hourly", Schedule: "@hourly",
+				Args: func() (weir.JobArgs, *weir.InsertOpts) { return tickArgs{}, nil }}
+			old := start(periodicConfig(nil, hourly))
+			waitFor(t, 20*time.Second, "the schedule's registration", func() bool {
+				rows, err := ex.PeriodicList(testCtx(t))
+				return err == nil && len(rows) == 1 && rows[0].OrphanedAt == nil
+			})
+			if err := old.Stop(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+			start(periodicConfig(nil))
+			waitFor(t, 20*time.Second, "the orphan's mark", func() bool {
+				rows, err := ex.PeriodicList(testCtx(t))
+				return err == nil && len(rows) == 1 && rows[0].OrphanedAt != nil
+			})
+			if _, err := ex.PeriodicDelete(testCtx(t), "hourly"); err != nil {
+				t.Fatalf("delete of the orphan: %v", err)
+			}
+		})
+	}
+}
+
 // TestPeriodicConfigRefused: every bad schedule is refused by NewClient with
 // the field it is about.
 func TestPeriodicConfigRefused(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,7 +32,8 @@ func formatTime(t time.Time) string {
 // jsonChecker finds what PostgreSQL's jsonb cannot store, or stores differently
 // from SQLite, in valid JSON text: NUL characters (\u0000), invalid UTF-8 and
 // unpaired UTF-16 surrogate escapes, and objects with a key twice (jsonb keeps
-// the last, SQLite's text keeps both). It reads the bytes once and keeps its
+// the last, SQLite's text keeps both); and numbers outside float64's range
+// (1e400), which both store but no Go handler can decode. It reads the bytes once and keeps its
 // buffers from call to call, so that checking a 100k-job batch allocates little.
 type jsonChecker struct {
 	frames []jsonFrame
@@ -73,6 +75,12 @@ func (c *jsonChecker) check(b []byte, replaced bool) error {
 			if n := len(c.frames); n > 0 && c.frames[n-1].object {
 				c.frames[n-1].expectKey = true
 			}
+		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			end, err := scanNumber(b, i)
+			if err != nil {
+				return err
+			}
+			i = end - 1
 		case '"':
 			end, escaped, err := scanString(b, i, replaced)
 			if err != nil {
@@ -171,6 +179,35 @@ func scanString(b []byte, start int, replaced bool) (end int, escaped bool, err 
 		}
 	}
 	return 0, false, errors.New("an unterminated string")
+}
+
+// maxPlainDigits is the length up to which a number without an exponent is
+// within float64's range: the largest float64 has 309 digits before its point.
+const maxPlainDigits = 308
+
+// scanNumber reads the number that starts at b[start] and returns the index
+// just after it, or an error when it is outside float64's range, so that
+// encoding/json would refuse to decode it into a float64 (or an any).
+// Numbers that underflow decode, as 0 or a subnormal.
+func scanNumber(b []byte, start int) (end int, err error) {
+	exponent := false
+	end = start
+	for ; end < len(b); end++ {
+		c := b[end]
+		if c == 'e' || c == 'E' {
+			exponent = true
+		} else if c != '-' && c != '+' && c != '.' && (c < '0' || c > '9') {
+			break
+		}
+	}
+	if !exponent && end-start <= maxPlainDigits {
+		return end, nil
+	}
+	if _, err := strconv.ParseFloat(string(b[start:end]), 64); errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("the number %s at byte %d, outside float64's range (about ±1.8e308), which a Go handler cannot decode",
+			truncate(string(b[start:end])), start)
+	}
+	return end, nil
 }
 
 // hex4 decodes four hex digits; JSON that is valid has nothing else there.

@@ -70,9 +70,11 @@ type Migration struct {
 	// the header line "-- weir:compatible", and the migrator records it, so that
 	// an older weir can read it from the database.
 	Compatible bool
-	// DropsJobs marks a migration whose revert drops the job table. The down file
-	// declares it with the header line "-- weir:drops-jobs".
-	DropsJobs bool
+	// DropsData names the tables whose rows, written by users (jobs, periodic
+	// schedules, queue settings), the migration's revert drops. The down file
+	// declares them with a header line "-- weir:drops-data TABLE...", and the
+	// migrator refuses the revert, unless forced, while any of them has rows.
+	DropsData []string
 }
 
 // AppliedMigration is a migration recorded as applied.
@@ -108,10 +110,11 @@ type MigrationTx interface {
 	// migration table does not exist. Compatible reads false when the table
 	// lacks the compatible column.
 	Applied(ctx context.Context) ([]AppliedMigration, error)
-	// CountJobs locks the job table against writes until the transaction ends
-	// and counts its jobs; 0 when the table does not exist. The lock makes the
-	// count hold until a revert that follows drops the table.
-	CountJobs(ctx context.Context) (int64, error)
+	// CountRows locks table, one of weir's in the schema, against writes until
+	// the transaction ends and counts its rows; 0 when the table does not exist.
+	// The lock makes the count hold until a revert that follows drops the
+	// table. table is an unquoted SQL name (a Migration.DropsData entry).
+	CountRows(ctx context.Context, table string) (int64, error)
 	// Prepare creates the schema (where the database has schemas) and the
 	// migration table when they do not exist, and makes the schema the one the
 	// migration bodies' unqualified names resolve in. It comes before Exec and

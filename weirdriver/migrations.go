@@ -3,6 +3,8 @@ package weirdriver
 import (
 	"fmt"
 	"io/fs"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,8 +15,10 @@ import (
 const (
 	// MarkCompatible in an up file sets Migration.Compatible.
 	MarkCompatible = "-- weir:compatible"
-	// MarkDropsJobs in a down file sets Migration.DropsJobs.
-	MarkDropsJobs = "-- weir:drops-jobs"
+	// MarkDropsData in a down file, followed by the names of tables separated
+	// by spaces, sets Migration.DropsData: reverting the migration drops the
+	// rows of those tables, which hold what users wrote.
+	MarkDropsData = "-- weir:drops-data"
 	// MarkInstall, followed by a space and a file's path in the migrations'
 	// file system, on a line of its own anywhere in a file, stands for that
 	// file's text: a SQL function's body lives in one source file, which the
@@ -55,10 +59,14 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, err
 		}
+		drops, err := dropsData(string(down))
+		if err != nil {
+			return nil, fmt.Errorf("migration file %q: %w", dir+"/"+base+".down.sql", err)
+		}
 		out = append(out, Migration{
 			Version: version, Name: label, Up: upSQL, Down: downSQL,
 			Compatible: hasMark(string(up), MarkCompatible),
-			DropsJobs:  hasMark(string(down), MarkDropsJobs),
+			DropsData:  drops,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
@@ -70,21 +78,53 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	return out, nil
 }
 
-// hasMark reports whether mark is a line of sql's header: the comment and blank
-// lines before its first statement. A mark further down, say in a function body,
-// does not count.
-func hasMark(sql, mark string) bool {
+// header returns the lines of sql's header, trimmed: the comment and blank
+// lines before its first statement. A mark further down, say in a function
+// body, does not count.
+func header(sql string) []string {
+	var lines []string
 	for line := range strings.Lines(sql) {
 		line = strings.TrimSpace(line)
-		switch {
-		case line == mark:
-			return true
-		case line == "" || strings.HasPrefix(line, "--"):
-		default:
-			return false
+		if line != "" && !strings.HasPrefix(line, "--") {
+			break
+		}
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// hasMark reports whether mark is a line of sql's header.
+func hasMark(sql, mark string) bool {
+	return slices.Contains(header(sql), mark)
+}
+
+// tableName is what a MarkDropsData line may name: an unquoted SQL name.
+var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// dropsData returns the tables that the MarkDropsData lines of sql's header
+// name, in order and once each; an error when such a line names none, or
+// something that is not a table's name.
+func dropsData(sql string) ([]string, error) {
+	var tables []string
+	for _, line := range header(sql) {
+		rest, ok := strings.CutPrefix(line, MarkDropsData)
+		if !ok || rest != "" && rest[0] != ' ' {
+			continue
+		}
+		names := strings.Fields(rest)
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%q names no table", line)
+		}
+		for _, name := range names {
+			if !tableName.MatchString(name) {
+				return nil, fmt.Errorf("%q names %q, which is not a table's name", line, name)
+			}
+			if !slices.Contains(tables, name) {
+				tables = append(tables, name)
+			}
 		}
 	}
-	return false
+	return tables, nil
 }
 
 // expandInstalls replaces each MarkInstall line of sql, the text of the file

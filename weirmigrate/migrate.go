@@ -50,35 +50,83 @@ type DownOpts struct {
 	TargetVersion int
 	// All reverts every applied migration, dropping weir's tables.
 	All bool
-	// Force reverts a migration that drops the job table even while it holds
-	// jobs, which are lost. Without it Down refuses with a *DropsJobsError.
+	// Force reverts migrations that drop what users wrote (jobs, periodic
+	// schedules, queue settings) even while there is some, which is lost.
+	// Without it Down refuses with a *DropsDataError.
 	Force bool
 }
 
-// DropsJobsError is Down's error when a migration it would revert drops the job
-// table while the table holds jobs. Nothing was reverted; DownOpts.Force drops
-// them.
-type DropsJobsError struct {
-	// Migration is the migration whose revert drops the job table.
-	Migration Migration
-	// Jobs is how many jobs the table holds.
-	Jobs int64
+// DropsDataError is Down's error when the migrations it would revert drop
+// tables that hold rows users wrote: jobs (with their outputs), periodic
+// schedules, queue settings. Nothing was reverted; DownOpts.Force drops them.
+type DropsDataError struct {
+	// Drops lists each table that would be dropped with rows in it, in the
+	// order the migrations would be reverted.
+	Drops []DroppedRows
 	// Driver and Schema name the database, as weirdriver.Driver does.
 	Driver, Schema string
 }
 
-func (e *DropsJobsError) Error() string {
-	jobs := "jobs"
-	if e.Jobs == 1 {
-		jobs = "job"
+// DroppedRows is a table whose rows reverting Migration would drop.
+type DroppedRows struct {
+	Migration Migration
+	Table     string
+	Rows      int64
+}
+
+func (e *DropsDataError) Error() string {
+	return fmt.Sprintf("%s, in %s schema %q; nothing was reverted (force the revert to drop them)",
+		e.Lost(), e.Driver, e.Schema)
+}
+
+// Lost says what the revert would drop, migration by migration, as
+// "reverting 001_baseline would drop 3 jobs, 1 periodic schedule and the
+// settings of 2 queues".
+func (e *DropsDataError) Lost() string {
+	var parts []string
+	for i := 0; i < len(e.Drops); {
+		mig := e.Drops[i].Migration
+		var what []string
+		for ; i < len(e.Drops) && e.Drops[i].Migration == mig; i++ {
+			what = append(what, rowsOf(e.Drops[i].Table, e.Drops[i].Rows))
+		}
+		parts = append(parts, fmt.Sprintf("reverting %s would drop %s", mig, andList(what)))
 	}
-	return fmt.Sprintf("reverting %s would drop the %d %s in %s schema %q; nothing was reverted (force the revert to drop them)",
-		e.Migration, e.Jobs, jobs, e.Driver, e.Schema)
+	return strings.Join(parts, ", and ")
+}
+
+// rowsOf names n rows of table as what they are to a user.
+func rowsOf(table string, n int64) string {
+	one := n == 1
+	switch table {
+	case "weir_job":
+		return fmt.Sprintf("%d %s (with their outputs)", n, pick(one, "job", "jobs"))
+	case "weir_periodic":
+		return fmt.Sprintf("%d periodic %s", n, pick(one, "schedule", "schedules"))
+	case "weir_queue":
+		return fmt.Sprintf("the settings (pauses and limits) of %d %s", n, pick(one, "queue", "queues"))
+	}
+	return fmt.Sprintf("%d %s of %s", n, pick(one, "row", "rows"), table)
+}
+
+func pick(one bool, singular, plural string) string {
+	if one {
+		return singular
+	}
+	return plural
+}
+
+// andList joins items as "a", "a and b" or "a, b and c".
+func andList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
 
 // OpError is the error of Up, Down or Status: Op is the method ("up", "down",
 // "status") and Err says what stood in the way (the options, the database,
-// its migration table, or a *DropsJobsError). errors.Is and errors.As see
+// its migration table, or a *DropsDataError). errors.Is and errors.As see
 // through to Err; a command can show Err under its own words.
 type OpError struct {
 	Op  string
@@ -132,8 +180,10 @@ func (m *Migrator) Up(ctx context.Context, opts *UpOpts) ([]Migration, error) {
 }
 
 // Down reverts applied migrations, newest first, and returns those it reverted.
-// It refuses, with a *DropsJobsError, to revert a migration that drops the job
-// table while the table holds jobs, unless opts.Force is set; and it refuses a
+// It refuses, with a *DropsDataError, to revert migrations that drop tables
+// holding what users wrote (jobs, periodic schedules, queue settings: each
+// migration's DropsData) while any of them has rows, unless opts.Force is set;
+// and it refuses a
 // database with migrations this weir does not know, since it cannot revert them.
 func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error) {
 	if opts == nil {
@@ -165,21 +215,12 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 		if opts.Force {
 			return todo, nil
 		}
-		for _, mig := range todo {
-			if !mig.DropsJobs {
-				continue
-			}
-			jobs, err := tx.CountJobs(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("count jobs: %w", err)
-			}
-			if jobs > 0 {
-				return nil, &DropsJobsError{
-					Migration: nameOf(mig),
-					Jobs:      jobs, Driver: m.driver.Name(), Schema: m.driver.Schema(),
-				}
-			}
-			break
+		drops, err := countDropped(ctx, tx, todo)
+		if err != nil {
+			return nil, err
+		}
+		if len(drops) > 0 {
+			return nil, &DropsDataError{Drops: drops, Driver: m.driver.Name(), Schema: m.driver.Schema()}
 		}
 		return todo, nil
 	})
@@ -187,6 +228,31 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) ([]Migration, error
 		return nil, &OpError{Op: "down", Err: err}
 	}
 	return names(done), nil
+}
+
+// countDropped counts, under the migration lock, the rows of each table that
+// the migrations of todo, reverted in order, drop (their DropsData), and
+// returns the tables that have some. A table is counted once, for the first
+// migration that drops it.
+func countDropped(ctx context.Context, tx weirdriver.MigrationTx, todo []weirdriver.Migration) ([]DroppedRows, error) {
+	var drops []DroppedRows
+	counted := map[string]bool{}
+	for _, mig := range todo {
+		for _, table := range mig.DropsData {
+			if counted[table] {
+				continue
+			}
+			counted[table] = true
+			n, err := tx.CountRows(ctx, table)
+			if err != nil {
+				return nil, fmt.Errorf("count the rows of %s: %w", table, err)
+			}
+			if n > 0 {
+				drops = append(drops, DroppedRows{Migration: nameOf(mig), Table: table, Rows: n})
+			}
+		}
+	}
+	return drops, nil
 }
 
 // direction is the way a migration runs.
@@ -200,7 +266,7 @@ const (
 // migrate runs one call in one transaction of the driver's, under its migration
 // lock: it reads the applied migrations, asks plan for the migrations to run,
 // and runs and records each in dir; it commits only when all of them ran, and
-// with none to run it creates nothing. plan may count jobs through tx.
+// with none to run it creates nothing. plan may count rows through tx.
 func (m *Migrator) migrate(ctx context.Context, dir direction, plan func(tx weirdriver.MigrationTx, applied []weirdriver.AppliedMigration) ([]weirdriver.Migration, error)) ([]weirdriver.Migration, error) {
 	tx, err := m.driver.MigrationBegin(ctx)
 	if err != nil {

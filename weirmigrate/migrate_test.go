@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -635,59 +636,114 @@ func TestCompatibleNewerVersion(t *testing.T) {
 	}
 }
 
-// TestDownRefusesToDropJobs checks that every way of reverting the migration
-// that drops the job table is refused while the table holds jobs, with the
-// count, and changes nothing; Force drops them.
-func TestDownRefusesToDropJobs(t *testing.T) {
+// TestDownRefusesToDropUserData checks that every way of reverting the
+// baseline, which drops weir's tables, is refused while any table that holds
+// what users wrote has rows (jobs alone, periodic schedules alone, queue
+// settings alone, all of them), with an error saying what would be dropped,
+// and changes nothing; Force drops them.
+func TestDownRefusesToDropUserData(t *testing.T) {
 	t.Parallel()
-	schema := dbtest.Schema(t)
-	d := newDriver(t, schema)
-	m := weirmigrate.New(d)
-	if _, err := m.Up(t.Context(), nil); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name  string
+		write func(t *testing.T, d weirdriver.Driver)
+		drops []string // table:rows
+		says  []string
+	}{
+		{"jobs", writeJobs, []string{"weir_job:3"}, []string{"3 jobs (with their outputs)"}},
+		{"schedules", writeSchedule, []string{"weir_periodic:1"}, []string{"1 periodic schedule"}},
+		{"queue settings", writeQueueSettings, []string{"weir_queue:2"}, []string{"the settings (pauses and limits) of 2 queues"}},
+		{"all", func(t *testing.T, d weirdriver.Driver) {
+			writeJobs(t, d)
+			writeSchedule(t, d)
+			writeQueueSettings(t, d)
+		}, []string{"weir_job:3", "weir_periodic:1", "weir_queue:2"}, []string{"3 jobs (with their outputs), 1 periodic schedule and the settings (pauses and limits) of 2 queues"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			schema := dbtest.Schema(t)
+			d := newDriver(t, schema)
+			m := weirmigrate.New(d)
+			if _, err := m.Up(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+			c.write(t, d)
+			n := len(d.Migrations())
+			before := snapshot(t, d)
+			for _, opts := range []*weirmigrate.DownOpts{{All: true}, {Steps: n}, {Steps: n + 5}, {TargetVersion: 0, All: true}} {
+				done, err := m.Down(t.Context(), opts)
+				dropErr, ok := errors.AsType[*weirmigrate.DropsDataError](err)
+				if !ok {
+					t.Fatalf("down %+v: reverted %v, error %v; want a DropsDataError", *opts, done, err)
+				}
+				var drops []string
+				for _, dr := range dropErr.Drops {
+					if dr.Migration.String() != "001_baseline" {
+						t.Errorf("down %+v: %+v is not the baseline's", *opts, dr)
+					}
+					drops = append(drops, fmt.Sprintf("%s:%d", dr.Table, dr.Rows))
+				}
+				if !slices.Equal(drops, c.drops) || dropErr.Schema != schema {
+					t.Errorf("down %+v: drops %q in %s, want %q", *opts, drops, dropErr.Schema, c.drops)
+				}
+				for _, s := range append([]string{"reverting 001_baseline would drop ", schema, "nothing was reverted"}, c.says...) {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not say %q", err, s)
+					}
+				}
+			}
+			if after := snapshot(t, d); after != before {
+				t.Fatalf("refused Down changed the schema:\nbefore %s\nafter  %s", before, after)
+			}
+			for _, want := range c.drops {
+				table, rows, _ := strings.Cut(want, ":")
+				var got string
+				if err := d.Pool().QueryRow(t.Context(), "SELECT count(*)::text FROM "+pgx.Identifier{schema, table}.Sanitize()).Scan(&got); err != nil || got != rows {
+					t.Fatalf("%s after the refusals: %s rows, %v; want %s", table, got, err, rows)
+				}
+			}
+			// Reverting migrations that keep weir's tables needs no force.
+			done, err := m.Down(t.Context(), &weirmigrate.DownOpts{TargetVersion: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameMigrations(t, "down to 1", done, reversed(want(d.Migrations()[1:])))
+			done, err = m.Down(t.Context(), &weirmigrate.DownOpts{All: true, Force: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameMigrations(t, "forced down", done, want(d.Migrations()[:1]))
+			if regclass(t, d.Pool(), schema, "weir_job") {
+				t.Fatal("weir_job exists after a forced Down All")
+			}
+		})
 	}
+}
+
+func writeJobs(t *testing.T, d weirdriver.Driver) {
+	t.Helper()
 	for range 3 {
 		if err := insertJob(t, d); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n := len(d.Migrations())
-	before := snapshot(t, d)
-	for _, opts := range []*weirmigrate.DownOpts{{All: true}, {Steps: n}, {Steps: n + 5}, {TargetVersion: 0, All: true}} {
-		done, err := m.Down(t.Context(), opts)
-		var dropErr *weirmigrate.DropsJobsError
-		if !errors.As(err, &dropErr) {
-			t.Fatalf("down %+v: reverted %v, error %v; want a DropsJobsError", *opts, done, err)
-		}
-		if dropErr.Jobs != 3 || dropErr.Migration.String() != "001_baseline" || dropErr.Schema != schema {
-			t.Errorf("down %+v: %+v", *opts, *dropErr)
-		}
-		for _, s := range []string{"001_baseline", "3 jobs", schema, "nothing was reverted"} {
-			if !strings.Contains(err.Error(), s) {
-				t.Errorf("error %q does not mention %q", err, s)
-			}
-		}
-	}
-	if after := snapshot(t, d); after != before {
-		t.Fatalf("refused Down changed the schema:\nbefore %s\nafter  %s", before, after)
-	}
-	var jobs int
-	if err := d.Pool().QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "weir_job"}.Sanitize()).Scan(&jobs); err != nil || jobs != 3 {
-		t.Fatalf("jobs after the refusals: %d, %v", jobs, err)
-	}
-	// Reverting migrations that keep the job table needs no force.
-	done, err := m.Down(t.Context(), &weirmigrate.DownOpts{TargetVersion: 1})
-	if err != nil {
+}
+
+func writeSchedule(t *testing.T, d weirdriver.Driver) {
+	t.Helper()
+	if err := d.Executor().PeriodicRegister(t.Context(), "leader", []*weirdriver.PeriodicRegisterParams{
+		{Name: "nightly", Spec: "@daily", TimeZone: "UTC", NextRunAt: time.Now().Add(time.Hour).Round(time.Microsecond)},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	sameMigrations(t, "down to 1", done, reversed(want(d.Migrations()[1:])))
-	done, err = m.Down(t.Context(), &weirmigrate.DownOpts{All: true, Force: true})
-	if err != nil {
+}
+
+func writeQueueSettings(t *testing.T, d weirdriver.Driver) {
+	t.Helper()
+	if err := d.Executor().QueuePause(t.Context(), "mail"); err != nil {
 		t.Fatal(err)
 	}
-	sameMigrations(t, "forced down", done, want(d.Migrations()[:1]))
-	if regclass(t, d.Pool(), schema, "weir_job") {
-		t.Fatal("weir_job exists after a forced Down All")
+	if err := d.Executor().QueueSetGlobalLimit(t.Context(), "reports", 5); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -23,6 +23,7 @@ func TestClients(t *testing.T) {
 	}
 	r = weir(t, "clients", "list", "--json")
 	wantOK(t, r)
+	wantTerminalSafe(t, r.stdout)
 	if r.stdout != "[]\n" {
 		t.Fatalf("JSON list of none printed %q", r.stdout)
 	}
@@ -65,6 +66,7 @@ func TestClients(t *testing.T) {
 
 	r = weir(t, "clients", "list", "--json")
 	wantOK(t, r)
+	wantTerminalSafe(t, r.stdout)
 	var listed []weirtype.ClientRow
 	decodeJSON(t, r.stdout, &listed)
 	if len(listed) != 2 || listed[0].ID != "web-\x1b[31m1" || listed[0].HeldLeases != 1 || len(listed[0].Queues) != 2 ||

@@ -76,7 +76,10 @@ type demoJob struct {
 	id   int64
 }
 
-const demoQueue = "demo"
+const (
+	demoQueue   = "demo"
+	demoWorkers = 5
+)
 
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("weir demo")
@@ -102,7 +105,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("demo: no cache directory for the embedded store: %v (pass --database-url)", err)
 		}
-		if err := os.MkdirAll(filepath.Join(dir, "weir"), 0o755); err != nil {
+		// The store holds the demo's jobs: its directory is the user's alone,
+		// as the file is (weirsqlite creates it so).
+		if err := os.MkdirAll(filepath.Join(dir, "weir"), 0o700); err != nil {
 			return fmt.Errorf("demo: create the store's directory: %v", err)
 		}
 		store = "sqlite:" + filepath.Join(dir, "weir", "demo.db")
@@ -112,6 +117,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeDB()
+	// Said as soon as the store answers: the reader sees the demo run, after a
+	// first build that may have taken minutes.
+	fmt.Fprintf(e.stdout, "weir demo: migrating the %s\n", describeStore(store, f.schema))
 	if _, err := weirmigrate.New(driver).Up(ctx, nil); err != nil {
 		return fmt.Errorf("demo: migrate: %v", err)
 	}
@@ -141,7 +149,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}))
 	client, err := weir.NewClient(driver, &weir.Config{
 		Workers:           workers,
-		Queues:            map[string]weir.QueueConfig{demoQueue: {MaxWorkers: 5}},
+		Queues:            map[string]weir.QueueConfig{demoQueue: {MaxWorkers: demoWorkers}},
 		Logger:            logger,
 		FetchPollInterval: 200 * time.Millisecond,
 		RescueInterval:    time.Second,
@@ -165,6 +173,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	fmt.Fprintf(e.stdout, "enqueued %d demo jobs in %s\n", len(jobs), describeStore(store, f.schema))
+	fmt.Fprintf(e.stdout, "working them with a client of %d workers; a few fail and are retried, as planned\n", demoWorkers)
 
 	if err := client.Start(ctx); err != nil {
 		return err
@@ -244,8 +253,51 @@ func printDemoAttempts(ctx context.Context, w io.Writer, client *weir.Client, jo
 	return nil
 }
 
-// printDemoNext says what to try next, against the demo's own store. A
-// PostgreSQL URL is not repeated, since it may hold a password.
+// invokedAs is how the commands the demo suggests call weir, as main found
+// it (selfCommand); "weir" when main did not run, as in the tests.
+var invokedAs = "weir"
+
+// selfCommand returns how to run this weir again from the shell it was run
+// from, arg0 being its os.Args[0] and inClone whether that shell's directory
+// is weir's clone: when go run built it (the binary is in a go-build
+// directory, gone once it exits), "go run ./cmd/weir" in the clone and go run
+// of the module's command elsewhere; the path it was run by (./weir); or
+// "weir", on PATH.
+func selfCommand(arg0 string, inClone bool) string {
+	if goRunBuild(arg0) {
+		if inClone {
+			return "go run ./cmd/weir"
+		}
+		return "go run github.com/weirq/weir/cmd/weir@latest"
+	}
+	if strings.ContainsRune(arg0, filepath.Separator) {
+		return shellQuote(arg0)
+	}
+	return "weir"
+}
+
+// goRunBuild reports whether the program at path was built by go run: it
+// lies under a directory whose name starts with go-build (the build's
+// temporary directory, or the build cache).
+func goRunBuild(path string) bool {
+	for dir := filepath.Dir(path); dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+		if strings.HasPrefix(filepath.Base(dir), "go-build") {
+			return true
+		}
+	}
+	return false
+}
+
+// isClone reports whether dir is the top of weir's clone, where go run
+// ./cmd/weir works.
+func isClone(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "cmd", "weir", "main.go"))
+	return err == nil
+}
+
+// printDemoNext says what to try next, against the demo's own store, with
+// commands that work as printed (invokedAs). A PostgreSQL URL is not
+// repeated, since it may hold a password.
 func printDemoNext(w io.Writer, store, schema string, jobs []*demoJob) {
 	db := "--database-url 'URL' --schema " + termSafe(schema)
 	if path, ok := sqlitePath(store); ok {
@@ -259,11 +311,14 @@ func printDemoNext(w io.Writer, store, schema string, jobs []*demoJob) {
 	}
 	fmt.Fprintf(w, `
 Try next:
-    weir jobs list %[1]s
-    weir jobs show %[2]d %[1]s
-    weir queues list %[1]s
-The quickstart (README.md, and examples/quickstart) shows the Go API.
-`, db, doomed)
+    %[3]s jobs list %[1]s
+    %[3]s jobs show %[2]d %[1]s
+    %[3]s queues list %[1]s
+`, db, doomed, invokedAs)
+	if strings.HasPrefix(invokedAs, "go run ") {
+		fmt.Fprintln(w, "(go run builds weir each time; `go install ./cmd/weir` in the clone installs it as weir)")
+	}
+	fmt.Fprintln(w, "The quickstart (README.md, and examples/quickstart) shows the Go API.")
 }
 
 // shellQuote quotes s for a POSIX shell, and makes it safe for a terminal.

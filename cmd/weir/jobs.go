@@ -513,16 +513,6 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-// writeJSON prints v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
-
 // formatTime prints a time in UTC to the second, as tables show it.
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 

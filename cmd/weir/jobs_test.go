@@ -321,6 +321,13 @@ func TestJobsShowEscapes(t *testing.T) {
 		}
 	}
 
+	// The JSON forms escape what a terminal acts on (encoding/json leaves DEL,
+	// C1 and the bidirectional controls raw) and keep the values exact.
+	for _, args := range [][]string{{"jobs", "show", fmt.Sprint(f.failed), "--json"}, {"jobs", "list", "--json"}} {
+		r := f.weir(t, args...)
+		wantOK(t, r)
+		wantTerminalSafe(t, r.stdout)
+	}
 	job := showJob(t, f.weir, f.failed)
 	var attempt weir.AttemptError
 	if err := json.Unmarshal(job.Errors[0], &attempt); err != nil || attempt.Error != evilError || attempt.Trace != evilTrace {

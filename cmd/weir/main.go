@@ -76,6 +76,7 @@ func lookup(name string) *command {
 }
 
 func main() {
+	invokedAs = selfCommand(os.Args[0], isClone("."))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()

@@ -29,7 +29,8 @@ up applies the pending migrations, all of them or up to --target-version, and
 creates the schema if it does not exist.
 down reverts the latest migration, or the latest --steps N, or all of them with
 --all (dropping weir's tables), or every one above --target-version. It refuses
-to drop the job table while it holds jobs, unless --force.
+to drop what users wrote (jobs and their outputs, periodic schedules, queue
+settings) while there is any, saying what it would drop, unless --force.
 status lists every migration this weir knows and whether it is applied, and any
 newer migration the database has. It exits 0 when this weir can run against
 the schema, 3 when migrations are pending, and 1 when the schema has a newer
@@ -67,7 +68,7 @@ func migrateFlags(action string) (*flag.FlagSet, *migrateOpts) {
 		fs.IntVar(&o.steps, "steps", 1, "revert the latest `N` migrations")
 		fs.BoolVar(&o.all, "all", false, "revert every migration, dropping weir's tables")
 		fs.IntVar(&o.targetVersion, "target-version", 0, "revert every migration above version `N` (0: all)")
-		fs.BoolVar(&o.force, "force", false, "drop the job table even while it holds jobs, which are lost")
+		fs.BoolVar(&o.force, "force", false, "revert even when that drops jobs, periodic schedules or queue settings, which are lost")
 	case "status":
 		fs.BoolVar(&o.json, "json", false, "print JSON: {version, applied, pending, unknown}")
 	}
@@ -145,10 +146,9 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		}
 		opts.Force = o.force
 		done, err := m.Down(ctx, opts)
-		var dropErr *weirmigrate.DropsJobsError
-		if errors.As(err, &dropErr) {
-			return fmt.Errorf("%s: reverting %s would drop the job table of %s schema %q, which holds %d %s; nothing was reverted (pass --force to drop them)",
-				cmdName(fs), dropErr.Migration, dropErr.Driver, dropErr.Schema, dropErr.Jobs, plural(dropErr.Jobs, "job"))
+		if dropErr, ok := errors.AsType[*weirmigrate.DropsDataError](err); ok {
+			return fmt.Errorf("%s: %s, in %s schema %q; nothing was reverted (pass --force to drop them)",
+				cmdName(fs), dropErr.Lost(), dropErr.Driver, dropErr.Schema)
 		}
 		if err != nil {
 			return migrateErr(cmdName(fs), err)
@@ -210,7 +210,7 @@ func writeStatusTable(w io.Writer, status []weirmigrate.Status) error {
 				state = "unknown-compatible"
 			}
 		}
-		fmt.Fprintf(tw, "%03d\t%s\t%s\t%s\n", s.Version, s.Name, state, at)
+		fmt.Fprintf(tw, "%03d\t%s\t%s\t%s\n", s.Version, termSafe(s.Name), state, at)
 	}
 	return tw.Flush()
 }
@@ -254,13 +254,6 @@ func statusJSON(status []weirmigrate.Status) *statusReport {
 		}
 	}
 	return r
-}
-
-func plural(n int64, noun string) string {
-	if n == 1 {
-		return noun
-	}
-	return noun + "s"
 }
 
 // migrateErr is the error command cmd prints for err of weirmigrate: what

@@ -60,44 +60,56 @@ func migrateDBs(t *testing.T) map[string]*migrateDB {
 	}
 }
 
-// TestMigrateDownRefusesToDropJobs checks that every way of reverting the
-// migration that drops the job table fails while it holds jobs, saying how
-// many and to pass --force, and changes nothing; --force drops them.
-func TestMigrateDownRefusesToDropJobs(t *testing.T) {
+// TestMigrateDownRefusesToDropUserData checks that every way of reverting the
+// baseline fails while it would drop what users wrote (jobs; queue settings
+// alone), saying what and how many and to pass --force, and changes nothing;
+// --force drops them.
+func TestMigrateDownRefusesToDropUserData(t *testing.T) {
 	t.Parallel()
-	for name, db := range migrateDBs(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			weir := func(args ...string) result { t.Helper(); return runWeir(t, nil, append(args, db.flags...)...) }
-			wantOK(t, weir("migrate", "up"))
-			wantOK(t, weir("enqueue", "--kind", "k", "--count", "2"))
-			state := func() string {
-				t.Helper()
-				r := weir("migrate", "status", "--json")
+	for _, c := range []struct {
+		name  string
+		write []string
+		says  string
+	}{
+		{"jobs", []string{"enqueue", "--kind", "k", "--count", "2"}, "would drop 2 jobs (with their outputs), in "},
+		{"queue settings", []string{"queues", "pause", "mail", "--create"}, "would drop the settings (pauses and limits) of 1 queue, in "},
+	} {
+		for name, db := range migrateDBs(t) {
+			t.Run(c.name+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				weir := func(args ...string) result { t.Helper(); return runWeir(t, nil, append(args, db.flags...)...) }
+				wantOK(t, weir("migrate", "up"))
+				wantOK(t, weir(c.write...))
+				state := func() string {
+					t.Helper()
+					r := weir("migrate", "status", "--json")
+					wantOK(t, r)
+					jobs := weir("jobs", "list", "--json")
+					wantOK(t, jobs)
+					queues := weir("queues", "list", "--json")
+					wantOK(t, queues)
+					return r.stdout + jobs.stdout + queues.stdout
+				}
+				before := state()
+				n := len(db.known)
+				for _, args := range [][]string{{"--all"}, {"--target-version", "0"}, {"--steps", fmt.Sprint(n)}} {
+					r := weir(append([]string{"migrate", "down"}, args...)...)
+					wantFailure(t, r, exitFailure, "weir: migrate down: reverting 001_baseline "+c.says+name+" schema ",
+						"; nothing was reverted (pass --force to drop them)")
+				}
+				if after := state(); after != before {
+					t.Fatalf("refused downs changed the database:\nbefore %s\nafter  %s", before, after)
+				}
+				// Keeping weir's tables needs no force.
+				r := weir("migrate", "down", "--target-version", "1")
 				wantOK(t, r)
-				jobs := weir("jobs", "list", "--json")
-				wantOK(t, jobs)
-				return r.stdout + jobs.stdout
-			}
-			before := state()
-			n := len(db.known)
-			for _, args := range [][]string{{"--all"}, {"--target-version", "0"}, {"--steps", fmt.Sprint(n)}} {
-				r := weir(append([]string{"migrate", "down"}, args...)...)
-				wantFailure(t, r, exitFailure, "weir: migrate down: reverting 001_baseline would drop the job table of ",
-					"which holds 2 jobs; nothing was reverted (pass --force to drop them)")
-			}
-			if after := state(); after != before {
-				t.Fatalf("refused downs changed the database:\nbefore %s\nafter  %s", before, after)
-			}
-			// Keeping the job table needs no force.
-			r := weir("migrate", "down", "--target-version", "1")
-			wantOK(t, r)
-			r = weir("migrate", "down", "--all", "--force")
-			wantOK(t, r)
-			if r.stdout != "reverted 001_baseline\n" {
-				t.Fatalf("down --all --force printed %q", r.stdout)
-			}
-		})
+				r = weir("migrate", "down", "--all", "--force")
+				wantOK(t, r)
+				if r.stdout != "reverted 001_baseline\n" {
+					t.Fatalf("down --all --force printed %q", r.stdout)
+				}
+			})
+		}
 	}
 }
 
@@ -224,4 +236,35 @@ func appliedAt(backend string) any {
 		return time.Now().UnixMicro()
 	}
 	return time.Now()
+}
+
+// TestMigrateStatusEscapesNames: a migration's name comes from the migration
+// table, which whoever can write to the schema can set; status shows it
+// escaped, in its table and in its JSON, whose value stays exact.
+func TestMigrateStatusEscapesNames(t *testing.T) {
+	t.Parallel()
+	const evil = "add\x1b]0;pwned\x07\u202egnp.exe\u0085\x7f"
+	for name, db := range migrateDBs(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			weir := func(args ...string) result { t.Helper(); return runWeir(t, nil, append(args, db.flags...)...) }
+			wantOK(t, weir("migrate", "up"))
+			next := len(db.known) + 1
+			db.exec(t, "INSERT INTO TABLE (version, name, applied_at, compatible) VALUES ($1, $2, $3, $4)",
+				next, evil, appliedAt(name), true)
+			r := weir("migrate", "status")
+			wantOK(t, r)
+			wantTerminalSafe(t, r.stdout)
+			want := fmt.Sprintf(`%03d add\x1b]0;pwned\x07\u202egnp.exe\u0085\x7f unknown-compatible`, next)
+			if got := statusLines(t, r.stdout); got[len(got)-1] != want {
+				t.Fatalf("status: got %q, want %q last", got, want)
+			}
+			r = weir("migrate", "status", "--json")
+			wantOK(t, r)
+			wantTerminalSafe(t, r.stdout)
+			if rep := statusReportOf(t, r.stdout); len(rep.Unknown) != 1 || rep.Unknown[0].Name != evil {
+				t.Fatalf("status --json: %s", r.stdout)
+			}
+		})
+	}
 }

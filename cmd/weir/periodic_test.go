@@ -27,7 +27,7 @@ func TestPeriodic(t *testing.T) {
 		for _, n := range names {
 			params = append(params, &weirdriver.PeriodicRegisterParams{Name: n, Spec: "@daily", TimeZone: "Europe/Berlin", NextRunAt: next})
 		}
-		if err := d.Executor().PeriodicRegister(t.Context(), "leader-\x1b[31m1", params); err != nil {
+		if err := d.Executor().PeriodicRegister(t.Context(), "leader-\x1b[31m\u202e1", params); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -37,7 +37,7 @@ func TestPeriodic(t *testing.T) {
 	wantOK(t, r)
 	header, rows := tableRows(t, r.stdout)
 	if header != "NAME SCHEDULE TIME ZONE NEXT RUN LAST RUN STATUS LEADER" || len(rows) != 2 ||
-		strings.Join(rows[0], " ") != `nightly @daily Europe/Berlin 2030-01-01T00:00:00Z - active leader-\x1b[31m1` {
+		strings.Join(rows[0], " ") != `nightly @daily Europe/Berlin 2030-01-01T00:00:00Z - active leader-\x1b[31m\u202e1` {
 		t.Fatalf("list:\n%s", r.stdout)
 	}
 
@@ -61,9 +61,10 @@ func TestPeriodic(t *testing.T) {
 	register("nightly") // the report is orphaned now
 	r = weir(t, "periodic", "list", "--json")
 	wantOK(t, r)
+	wantTerminalSafe(t, r.stdout)
 	var listed []weirtype.PeriodicRow
 	decodeJSON(t, r.stdout, &listed)
-	if len(listed) != 2 || listed[0].PausedAt == nil || listed[1].OrphanedAt == nil {
+	if len(listed) != 2 || listed[0].PausedAt == nil || listed[1].OrphanedAt == nil || listed[0].DeclaredBy != "leader-\x1b[31m\u202e1" {
 		t.Fatalf("list --json: %+v", listed)
 	}
 	r = weir(t, "periodic", "delete", "report")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -15,9 +17,10 @@ import (
 // U+0080 and for a bad byte, \uNNNN above. Everything else is left as it is,
 // backslashes included, so ordinary text reads as it was written.
 //
-// Stored job data (kinds, queues, tags, args, metadata, errors, traces) is
-// written by whoever can insert or run a job; every table and text that shows
-// it goes through termSafe. JSON output needs no escaping beyond encoding/json's.
+// Stored data (kinds, queues, tags, args, metadata, errors, traces, the names
+// in the migration table) is written by whoever can insert or run a job or
+// write to the schema; every table and text that shows it goes through
+// termSafe, and every JSON output through writeJSON.
 func termSafe(s string) string {
 	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || unsafeRune(r) })
 	if i < 0 {
@@ -78,4 +81,41 @@ func termSafeBlock(s string) []string {
 		lines = append(lines, strings.Join(parts, "\t"))
 	}
 	return lines
+}
+
+// writeJSON prints v as indented JSON in which every character that termSafe
+// escapes is a JSON escape: encoding/json escapes the C0 controls and the line
+// and paragraph separators, but writes DEL, the C1 controls and the
+// bidirectional marks, embeddings, overrides and isolates as they are, and a
+// person may read the output on a terminal. The JSON's value is unchanged.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, jsonSafe(string(b))+"\n")
+	return err
+}
+
+// jsonSafe returns the JSON text s with each character from DEL on that
+// unsafeRune flags written as a \uNNNN escape. Outside strings JSON text is
+// ASCII (its line breaks and indents are whitespace, not escaped), so such a
+// character occurs only inside a string, where the escape means the same
+// character; encoding/json has escaped the C0 controls in strings already.
+func jsonSafe(s string) string {
+	unsafe := func(r rune) bool { return r >= 0x7f && unsafeRune(r) }
+	i := strings.IndexFunc(s, unsafe)
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for _, r := range s[i:] {
+		if unsafe(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +47,31 @@ func TestReportEscapes(t *testing.T) {
 	}
 	if got, want := buf.String(), "weir: job 1: \\x1b]0;pwned\\x07 \\u202eevil next\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestWriteJSONEscapes: every character termSafe escapes is a JSON escape in
+// writeJSON's output, which decodes to the same value.
+func TestWriteJSONEscapes(t *testing.T) {
+	t.Parallel()
+	in := map[string]string{"k\u202e": "\x1b[2J\x07 \u202egnp.exe \u2066\u2069 \u200e\u061c \u0085\u009b \x7f \u2028\n\t ünï 🙂"}
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, in); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, r := range out {
+		if r != '\n' && unsafeRune(r) {
+			t.Fatalf("writeJSON wrote %U raw:\n%s", r, out)
+		}
+	}
+	for _, esc := range []string{`\u202e`, `\u2066`, `\u0085`, `\u009b`, `\u007f`, `\u001b`, `\u2028`, "ünï 🙂"} {
+		if !strings.Contains(out, esc) {
+			t.Errorf("writeJSON's output lacks %s:\n%s", esc, out)
+		}
+	}
+	var back map[string]string
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || !maps.Equal(back, in) {
+		t.Fatalf("writeJSON's output decodes to %q, %v; want %q", back, err, in)
 	}
 }

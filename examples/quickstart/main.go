@@ -65,7 +65,8 @@ func run(ctx context.Context) error {
 		return err
 	}
 	// Start from an empty schema each run: revert every migration, dropping the
-	// previous run's jobs (Force, since Down refuses to drop jobs otherwise),
+	// previous run's jobs (Force, since Down refuses to drop jobs, schedules
+	// or queue settings otherwise),
 	// then apply them.
 	migrator := weirmigrate.New(driver)
 	if _, err := migrator.Down(ctx, &weirmigrate.DownOpts{All: true, Force: true}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirq/weir/weirdriver"
+	"github.com/weirq/weir/weirtype"
 )
 
 const (
@@ -103,7 +104,8 @@ func New(cfg Config) *Firer {
 }
 
 // Run registers the schedules and fires them while ctx, a maintenance term,
-// lasts.
+// lasts. It runs with no schedules too: registering none orphans every stored
+// one, so that what the table says matches what the leader declares.
 func (f *Firer) Run(ctx context.Context) {
 	if err := f.register(ctx); err != nil {
 		f.warn(ctx, "weir: periodic jobs: register", err)
@@ -132,17 +134,16 @@ func (f *Firer) pass(ctx context.Context, skew time.Duration) (time.Duration, ti
 	}
 	sleep := f.cfg.Wait
 	for _, row := range rows {
-		j := f.jobs[row.Name]
-		if j == nil || row.OrphanedAt != nil || row.PausedAt != nil {
-			continue
-		}
-		if row.Spec != j.Spec || row.TimeZone != j.Zone {
-			// Another leader registered its own version meanwhile.
+		if f.stale(row) {
 			if err := f.register(ctx); err != nil {
 				f.warn(ctx, "weir: periodic jobs: register", err)
 				return f.cfg.Wait, skew
 			}
 			return 0, skew
+		}
+		j := f.jobs[row.Name]
+		if j == nil || row.PausedAt != nil {
+			continue
 		}
 		if until := row.NextRunAt.Add(-skew).Sub(f.cfg.Clock.Now()); until > 0 {
 			sleep = min(sleep, until)
@@ -157,6 +158,19 @@ func (f *Firer) pass(ctx context.Context, skew time.Duration) (time.Duration, ti
 		sleep = 0 // list again: the fire moved its next run
 	}
 	return sleep, skew
+}
+
+// stale reports whether row is not as this leader registered it: a schedule
+// it does not declare that is not orphaned, or one it declares that is
+// orphaned or has another spec or zone. Another client registered its own
+// declarations since (a deposed leader, late), and this leader's, even an
+// empty set, are the ones that count.
+func (f *Firer) stale(row *weirtype.PeriodicRow) bool {
+	j := f.jobs[row.Name]
+	if j == nil {
+		return row.OrphanedAt == nil
+	}
+	return row.OrphanedAt != nil || row.Spec != j.Spec || row.TimeZone != j.Zone
 }
 
 // warn logs err under msg with attrs, unless ctx ended: the term's end cut

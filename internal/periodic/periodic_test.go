@@ -250,3 +250,45 @@ func TestRun(t *testing.T) {
 	end()
 	<-done
 }
+
+// TestRunWithoutSchedules: a leader that declares no schedules orphans every
+// stored one, and again when another client registers its own declarations
+// while this one leads (a deposed leader, late).
+func TestRunWithoutSchedules(t *testing.T) {
+	t.Parallel()
+	for _, d := range teststore.Both(t) {
+		exec := d.Executor()
+		declare := func() {
+			t.Helper()
+			if err := exec.PeriodicRegister(t.Context(), "before", []*weirdriver.PeriodicRegisterParams{{Name: "old", Spec: "@daily", TimeZone: "UTC", NextRunAt: time.Now()}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		declare()
+		c := &clock{waits: make(chan time.Duration), ticks: make(chan time.Time)}
+		f := firer(exec, &inserts{}, time.Now)
+		f.cfg.Clock.After = c.after
+		ctx, end := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			f.Run(ctx)
+		}()
+		if got := <-c.waits; got != f.cfg.Wait {
+			t.Fatalf("%s: Run waits %v, want %v", d.Name(), got, f.cfg.Wait)
+		}
+		if r := row(t, exec, "old"); r.OrphanedAt == nil {
+			t.Fatalf("%s: a leader without schedules left %+v declared", d.Name(), r)
+		}
+		declare()
+		c.ticks <- time.Now()
+		if got := <-c.waits; got != time.Millisecond {
+			t.Fatalf("%s: after another client's registration Run waits %v, want to register again", d.Name(), got)
+		}
+		if r := row(t, exec, "old"); r.OrphanedAt == nil {
+			t.Fatalf("%s: another client's late registration stands: %+v", d.Name(), r)
+		}
+		end()
+		<-done
+	}
+}

@@ -39,8 +39,12 @@ func Parse(spec, zone string) (*Schedule, error) {
 	}
 	if d, ok := strings.CutPrefix(spec, "@every "); ok {
 		// The parser would round the interval to whole seconds, up to one.
-		every, err := time.ParseDuration(strings.TrimSpace(d))
+		d = strings.TrimSpace(d)
+		every, err := time.ParseDuration(d)
 		switch {
+		case isDigits(d):
+			// A bare number could mean seconds or minutes: the unit says.
+			return nil, fmt.Errorf("schedule %q: the interval needs a unit, such as %q for %s seconds (or m, h)", spec, d+"s", d)
 		case err != nil:
 			return nil, fmt.Errorf("schedule %q: %v", spec, err)
 		case every < time.Second || every%time.Second != 0:
@@ -53,6 +57,11 @@ func Parse(spec, zone string) (*Schedule, error) {
 	}
 	_, every := parsed.(cron.ConstantDelaySchedule)
 	return &Schedule{spec: parsed, loc: loc, every: every}, nil
+}
+
+// isDigits reports whether s is a number without sign, point or unit.
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // Next returns the first slot after t, or the zero time when there is none.

@@ -92,6 +92,8 @@ func TestParseScheduleRefuses(t *testing.T) {
 		{"@every 500ms", "", "whole number of seconds"},
 		{"@every 1500ms", "", "whole number of seconds"},
 		{"@every soon", "", `schedule "@every soon"`},
+		{"@every 3", "", `schedule "@every 3": the interval needs a unit, such as "3s" for 3 seconds`},
+		{"@every 90", "", `such as "90s"`},
 		{"0 * * * *", "Mars/Olympus", `time zone "Mars/Olympus"`},
 		{"CRON_TZ=UTC 0 * * * *", "", "set PeriodicJob.TimeZone"},
 	} {

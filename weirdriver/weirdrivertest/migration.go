@@ -30,8 +30,9 @@ func testMigrationsApplied(t *testing.T, d weirdriver.Driver) {
 }
 
 // testMigrationTx checks what weirmigrate relies on a MigrationTx for: its lock
-// makes a second migration wait, what it writes stays inside it until it
-// commits, a rollback leaves nothing behind, and a commit keeps everything.
+// makes a second migration wait, it counts a table's rows (none for a table
+// that does not exist), what it writes stays inside it until it commits, a
+// rollback leaves nothing behind, and a commit keeps everything.
 func testMigrationTx(t *testing.T, d weirdriver.Driver) {
 	before := appliedKeys(t, d)
 	for range 2 {
@@ -48,8 +49,10 @@ func testMigrationTx(t *testing.T, d weirdriver.Driver) {
 	if got := keys(t, mustApplied(t, tx)); !slices.Equal(got, before) {
 		t.Fatalf("applied inside the migration: %v, want %v", got, before)
 	}
-	if n, err := tx.CountJobs(ctx(t)); err != nil || n != 2 {
-		t.Fatalf("count jobs: %d, %v; want 2", n, err)
+	for table, want := range map[string]int64{"weir_job": 2, "weir_periodic": 0, "weir_absent": 0} {
+		if n, err := tx.CountRows(ctx(t), table); err != nil || n != want {
+			t.Fatalf("count rows of %s: %d, %v; want %d", table, n, err, want)
+		}
 	}
 	if err := tx.Prepare(ctx(t)); err != nil {
 		t.Fatalf("prepare: %v", err)

@@ -58,12 +58,12 @@ const unrecordSQL = `DELETE FROM weir_migration WHERE version = $1`
 // tableExistsSQL reports whether the table whose qualified name is $1 exists.
 const tableExistsSQL = `SELECT to_regclass($1) IS NOT NULL`
 
-// lockJobsSQL locks the job table in the mode DROP TABLE takes, so that no job
-// arrives until the transaction ends.
-const lockJobsSQL = `LOCK TABLE {job} IN ACCESS EXCLUSIVE MODE`
+// lockTableSQL locks the table %s (qualified) in the mode DROP TABLE takes, so
+// that no row arrives until the transaction ends.
+const lockTableSQL = `LOCK TABLE %s IN ACCESS EXCLUSIVE MODE`
 
-// countJobsSQL returns how many jobs the job table holds.
-const countJobsSQL = `SELECT count(*) FROM {job}`
+// countRowsSQL returns how many rows the table %s (qualified) holds.
+const countRowsSQL = `SELECT count(*) FROM %s`
 
 // migrationQueries are the migration's statements, with the schema filled in.
 type migrationQueries struct {
@@ -78,8 +78,6 @@ type migrationQueries struct {
 	recordCompatible        string
 	unrecord                string
 	tableExists             string
-	lockJobs                string
-	countJobs               string
 }
 
 // newMigrationQueries fills the migration's statements with fill (filler).
@@ -96,8 +94,6 @@ func newMigrationQueries(fill func(string) string) migrationQueries {
 		recordCompatible:        fill(recordCompatibleSQL),
 		unrecord:                fill(unrecordSQL),
 		tableExists:             fill(tableExistsSQL),
-		lockJobs:                fill(lockJobsSQL),
-		countJobs:               fill(countJobsSQL),
 	}
 }
 
@@ -136,17 +132,20 @@ func (m *migrationTx) Applied(ctx context.Context) ([]weirdriver.AppliedMigratio
 	return applied, preparedErr(err)
 }
 
-func (m *migrationTx) CountJobs(ctx context.Context) (int64, error) {
+func (m *migrationTx) CountRows(ctx context.Context, table string) (int64, error) {
+	qualified := pgx.Identifier{m.q.schema, table}.Sanitize()
 	var exists bool
-	if err := m.tx.QueryRow(ctx, m.q.tableExists, m.q.job).Scan(&exists); err != nil || !exists {
+	if err := m.tx.QueryRow(ctx, m.q.tableExists, qualified).Scan(&exists); err != nil || !exists {
 		return 0, err
 	}
-	if _, err := m.tx.Exec(ctx, m.q.lockJobs); err != nil {
-		return 0, fmt.Errorf("lock %s: %w", m.q.job, err)
+	if _, err := m.tx.Exec(ctx, fmt.Sprintf(lockTableSQL, qualified)); err != nil {
+		return 0, fmt.Errorf("lock %s: %w", qualified, err)
 	}
 	var n int64
-	err := m.tx.QueryRow(ctx, m.q.countJobs).Scan(&n)
-	return n, err
+	if err := m.tx.QueryRow(ctx, fmt.Sprintf(countRowsSQL, qualified)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count %s: %w", qualified, err)
+	}
+	return n, nil
 }
 
 func (m *migrationTx) Prepare(ctx context.Context) error {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -63,8 +64,9 @@ type Driver struct {
 	closeErr  error
 }
 
-// Open opens the SQLite database at path, creating the file if it does not exist,
-// in WAL mode with synchronous=FULL (and fullfsync), foreign keys on and a busy
+// Open opens the SQLite database at path, creating the file if it does not exist
+// (readable and writable by its owner only, as are the -wal and -shm files that
+// SQLite makes beside it), in WAL mode with synchronous=FULL (and fullfsync), foreign keys on and a busy
 // timeout. It fails with an *OpenError naming path, for instance when the file
 // is not a SQLite database. Close the driver when done.
 func Open(path string, config *Config) (*Driver, error) {
@@ -93,6 +95,9 @@ func Open(path string, config *Config) (*Driver, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, &OpenError{Path: path, Err: err}
+	}
+	if err := createPrivate(abs); err != nil {
+		return nil, &OpenError{Path: abs, Err: err}
 	}
 
 	// A file: URI with the path escaped, so that a path holding '?' or '#' is
@@ -137,6 +142,23 @@ func Open(path string, config *Config) (*Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// createPrivate creates the database file at path, empty and readable and
+// writable by its owner only, when nothing is there: a job's args, errors and
+// outputs are the application's data. SQLite would create the file with mode
+// 0644 (less the umask), and it gives the -wal and -shm files it creates beside
+// a database the database file's mode. A file that exists keeps its mode,
+// which its owner chose; SQLite takes an empty file for an empty database.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create the file: %w", err)
+	}
+	return f.Close()
 }
 
 // OpenError is Open's error: the database at Path could not be opened, and Err

@@ -201,35 +201,54 @@ func TestMigrateDownAndUp(t *testing.T) {
 	}
 }
 
-// TestDownRefusesToDropJobs checks that reverting the migration that drops the
-// job table is refused while it holds jobs, naming how many, and changes
-// nothing; Force drops them.
-func TestDownRefusesToDropJobs(t *testing.T) {
+// TestDownRefusesToDropUserData checks that reverting the baseline is refused
+// while jobs, periodic schedules or queue settings (each alone) would be
+// dropped, naming what and how many, and changes nothing; Force drops them.
+func TestDownRefusesToDropUserData(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
-	m := weirmigrate.New(d)
-	if _, err := d.Executor().JobInsert(testCtx(t), []*weirdriver.JobInsertParams{job("k", "q"), job("k", "q")}); err != nil {
-		t.Fatal(err)
-	}
-	n := len(d.Migrations())
-	for _, opts := range []*weirmigrate.DownOpts{{All: true}, {Steps: n}, {TargetVersion: 0, All: true}} {
-		done, err := m.Down(testCtx(t), opts)
-		var dropErr *weirmigrate.DropsJobsError
-		if !errors.As(err, &dropErr) || dropErr.Jobs != 2 || dropErr.Migration.String() != "001_baseline" ||
-			!strings.Contains(err.Error(), "would drop the 2 jobs") {
-			t.Fatalf("down %+v: reverted %v, error %v; want a DropsJobsError counting 2 jobs", *opts, done, err)
-		}
-	}
-	if err := m.Check(testCtx(t)); err != nil {
-		t.Fatalf("after the refusals: %v", err)
-	}
-	var jobs int
-	if err := d.DB().QueryRowContext(testCtx(t), "SELECT count(*) FROM weir_job").Scan(&jobs); err != nil || jobs != 2 {
-		t.Fatalf("jobs after the refusals: %d, %v", jobs, err)
-	}
-	done, err := m.Down(testCtx(t), &weirmigrate.DownOpts{All: true, Force: true})
-	if err != nil || len(done) != 1 || done[0].String() != "001_baseline" {
-		t.Fatalf("forced down: %v, %v", done, err)
+	for _, c := range []struct {
+		name  string
+		write func(t *testing.T, ex weirdriver.Executor) error
+		says  string
+	}{
+		{"jobs", func(t *testing.T, ex weirdriver.Executor) error {
+			_, err := ex.JobInsert(testCtx(t), []*weirdriver.JobInsertParams{job("k", "q"), job("k", "q")})
+			return err
+		}, "would drop 2 jobs (with their outputs), in sqlite"},
+		{"schedules", func(t *testing.T, ex weirdriver.Executor) error {
+			return ex.PeriodicRegister(testCtx(t), "leader", []*weirdriver.PeriodicRegisterParams{
+				{Name: "a", Spec: "@daily", TimeZone: "UTC", NextRunAt: time.Now()},
+				{Name: "b", Spec: "@daily", TimeZone: "UTC", NextRunAt: time.Now()},
+			})
+		}, "would drop 2 periodic schedules, in sqlite"},
+		{"queue settings", func(t *testing.T, ex weirdriver.Executor) error {
+			return ex.QueuePause(testCtx(t), "mail")
+		}, "would drop the settings (pauses and limits) of 1 queue, in sqlite"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t)
+			m := weirmigrate.New(d)
+			if err := c.write(t, d.Executor()); err != nil {
+				t.Fatal(err)
+			}
+			n := len(d.Migrations())
+			for _, opts := range []*weirmigrate.DownOpts{{All: true}, {Steps: n}, {TargetVersion: 0, All: true}} {
+				done, err := m.Down(testCtx(t), opts)
+				dropErr, ok := errors.AsType[*weirmigrate.DropsDataError](err)
+				if !ok || len(dropErr.Drops) != 1 || dropErr.Drops[0].Migration.String() != "001_baseline" ||
+					!strings.Contains(err.Error(), "reverting 001_baseline "+c.says) {
+					t.Fatalf("down %+v: reverted %v, error %v; want a DropsDataError saying %q", *opts, done, err, c.says)
+				}
+			}
+			if err := m.Check(testCtx(t)); err != nil {
+				t.Fatalf("after the refusals: %v", err)
+			}
+			done, err := m.Down(testCtx(t), &weirmigrate.DownOpts{All: true, Force: true})
+			if err != nil || len(done) != 1 || done[0].String() != "001_baseline" {
+				t.Fatalf("forced down: %v, %v", done, err)
+			}
+		})
 	}
 }
 
@@ -839,4 +858,36 @@ func insertUnique(t *testing.T, exec weirdriver.Executor, p *weirdriver.JobInser
 		t.Fatal(err)
 	}
 	return res[0]
+}
+
+// TestFilesPrivate: a database file that Open creates, and the -wal and -shm
+// files SQLite makes beside it, are readable and writable by their owner only;
+// a file that exists keeps the mode its owner gave it.
+func TestFilesPrivate(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	if _, err := d.Executor().JobInsert(testCtx(t), []*weirdriver.JobInsertParams{job("k", "q")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{d.Path(), d.Path() + "-wal", d.Path() + "-shm"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s has mode %v, want -rw-------", filepath.Base(name), mode)
+		}
+	}
+
+	shared := filepath.Join(t.TempDir(), "shared.db")
+	if err := os.WriteFile(shared, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o640); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	open(t, shared)
+	if fi, err := os.Stat(shared); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("an existing file's mode after Open: %v, %v; want -rw-r-----", fi.Mode(), err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/weirq/weir/weirdriver"
 )
@@ -43,11 +44,11 @@ const recordCompatibleSQL = `INSERT INTO weir_migration (version, name, applied_
 // unrecordSQL deletes the record of migration ?1.
 const unrecordSQL = `DELETE FROM weir_migration WHERE version = ?1`
 
-// jobTableExistsSQL reports whether the job table exists.
-const jobTableExistsSQL = `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'weir_job')`
+// tableExistsSQL reports whether the table ?1 exists.
+const tableExistsSQL = `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1)`
 
-// countJobsSQL returns how many jobs the job table holds.
-const countJobsSQL = `SELECT count(*) FROM weir_job`
+// countRowsSQL returns how many rows the table %s (quoted) holds.
+const countRowsSQL = `SELECT count(*) FROM %s`
 
 // MigrationBegin implements weirdriver.Driver. The migration is a BEGIN
 // IMMEDIATE transaction on the write connection: migrators in this process
@@ -83,16 +84,19 @@ func (m *migrationTx) Applied(ctx context.Context) ([]weirdriver.AppliedMigratio
 	return readApplied(ctx, m.tx)
 }
 
-// CountJobs needs no lock of its own: the transaction holds the file's write
-// lock since BEGIN IMMEDIATE, so no job arrives between the count and a drop.
-func (m *migrationTx) CountJobs(ctx context.Context) (int64, error) {
+// CountRows needs no lock of its own: the transaction holds the file's write
+// lock since BEGIN IMMEDIATE, so no row arrives between the count and a drop.
+func (m *migrationTx) CountRows(ctx context.Context, table string) (int64, error) {
 	var exists bool
-	if err := m.tx.QueryRowContext(ctx, jobTableExistsSQL).Scan(&exists); err != nil || !exists {
+	if err := m.tx.QueryRowContext(ctx, tableExistsSQL, table).Scan(&exists); err != nil || !exists {
 		return 0, err
 	}
 	var n int64
-	err := m.tx.QueryRowContext(ctx, countJobsSQL).Scan(&n)
-	return n, err
+	quoted := `"` + strings.ReplaceAll(table, `"`, `""`) + `"`
+	if err := m.tx.QueryRowContext(ctx, fmt.Sprintf(countRowsSQL, quoted)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count %s: %w", table, err)
+	}
+	return n, nil
 }
 
 // Prepare creates the migration table; weir's tables live in the main database.

@@ -1,6 +1,8 @@
--- weir:drops-jobs
--- Reverting the baseline drops every table of weir's, the job table with every
--- job in it; the migrator refuses while it holds jobs unless told to force it.
+-- weir:drops-data weir_job weir_periodic weir_queue
+-- Reverting the baseline drops every table of weir's. Those named above hold
+-- what users wrote (jobs with their outputs, periodic schedules, queue pauses
+-- and limits): the migrator refuses while any of them has rows unless told to
+-- force it. The others hold state weir rebuilds.
 
 DROP TABLE weir_queue_share;
 DROP TABLE weir_key_rate;

@@ -1,6 +1,7 @@
 package weirui
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,11 +84,16 @@ func writeJSONError(w http.ResponseWriter, status int, code, param, msg string) 
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_, _ = w.Write(shown(buf.Bytes()))
 }
 
 // badParam is a bad input, named.

@@ -166,7 +166,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(shown(buf.Bytes()))
 }
 
 func (h *handler) errorPage(w http.ResponseWriter, r *http.Request, status int, msg string) {

@@ -111,6 +111,9 @@ func (h *handler) classify(r *http.Request, err error) (int, string, string, str
 	if b, ok := errors.AsType[*badParam](err); ok {
 		return http.StatusBadRequest, "bad_parameter", b.param, b.msg
 	}
+	if errors.Is(err, errSearchHidden) {
+		return http.StatusForbidden, "forbidden", "q", err.Error()
+	}
 	if inv, ok := errors.AsType[*weir.InvalidError](err); ok {
 		return http.StatusBadRequest, "bad_parameter", paramOfField(inv.Field), inv.Message
 	}
@@ -170,6 +173,23 @@ type listQuery struct {
 	CreatedAfter, CreatedBefore        string
 	Search                             string
 	Limit                              int
+}
+
+// errSearchHidden refuses a viewer the search while payloads are hidden: q
+// matches the args, so that guessing one character at a time would read them.
+var errSearchHidden = errors.New("searching the kind or args (q) is for operators: payloads are hidden from viewers")
+
+// jobList reads the job list's parameters of r, and refuses a search that
+// r's user may not make.
+func (h *handler) jobList(r *http.Request) (*listQuery, error) {
+	lq, err := parseList(r.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	if lq.Search != "" && h.hidePayloads(r) {
+		return nil, errSearchHidden
+	}
+	return lq, nil
 }
 
 // listValues reads comma-separated or repeated values of a parameter.
@@ -334,35 +354,63 @@ func matches(j *weir.JobRow, p *weir.JobListParams) bool {
 
 // jobJSON is a job as the API shows it.
 type jobJSON struct {
-	ID                int64                   `json:"id"`
-	State             weirtype.JobState       `json:"state"`
-	Queue             string                  `json:"queue"`
-	Kind              string                  `json:"kind"`
-	Priority          int                     `json:"priority"`
-	Attempt           int                     `json:"attempt"`
-	MaxAttempts       int                     `json:"max_attempts"`
-	Tags              []string                `json:"tags"`
-	CreatedAt         time.Time               `json:"created_at"`
-	ScheduledAt       time.Time               `json:"scheduled_at"`
-	AttemptedAt       *time.Time              `json:"attempted_at"`
-	FinalizedAt       *time.Time              `json:"finalized_at"`
-	AttemptedBy       string                  `json:"attempted_by"`
-	LeaseToken        int64                   `json:"lease_token"`
-	LeaseExpiresAt    *time.Time              `json:"lease_expires_at"`
-	CancelRequestedAt *time.Time              `json:"cancel_requested_at"`
-	ReleaseCount      int                     `json:"release_count"`
-	Errors            []weirtype.AttemptError `json:"errors"`
+	ID                int64             `json:"id"`
+	State             weirtype.JobState `json:"state"`
+	Queue             string            `json:"queue"`
+	Kind              string            `json:"kind"`
+	Priority          int               `json:"priority"`
+	Attempt           int               `json:"attempt"`
+	MaxAttempts       int               `json:"max_attempts"`
+	Tags              []string          `json:"tags"`
+	CreatedAt         time.Time         `json:"created_at"`
+	ScheduledAt       time.Time         `json:"scheduled_at"`
+	AttemptedAt       *time.Time        `json:"attempted_at"`
+	FinalizedAt       *time.Time        `json:"finalized_at"`
+	AttemptedBy       string            `json:"attempted_by"`
+	LeaseToken        int64             `json:"lease_token"`
+	LeaseExpiresAt    *time.Time        `json:"lease_expires_at"`
+	CancelRequestedAt *time.Time        `json:"cancel_requested_at"`
+	ReleaseCount      int               `json:"release_count"`
+	Errors            []attemptJSON     `json:"errors"`
 	// PayloadsHidden is set when the viewer may not see args, metadata,
 	// output and progress (Options.HidePayloadsFromViewers).
-	PayloadsHidden bool            `json:"payloads_hidden,omitempty"`
-	Args           json.RawMessage `json:"args,omitempty"`
-	Metadata       json.RawMessage `json:"metadata,omitempty"`
-	Output         json.RawMessage `json:"output,omitempty"`
-	Progress       json.RawMessage `json:"progress,omitempty"`
+	PayloadsHidden bool `json:"payloads_hidden,omitempty"`
+	// ErrorsHidden is set when the viewer may not see the errors' texts and
+	// traces: each attempt has its number and time only.
+	ErrorsHidden bool            `json:"errors_hidden,omitempty"`
+	Args         json.RawMessage `json:"args,omitempty"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	Progress     json.RawMessage `json:"progress,omitempty"`
+}
+
+// attemptJSON is a failed attempt as the API shows it: Error and Trace are
+// left out when the errors are hidden.
+type attemptJSON struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   *string   `json:"error,omitempty"`
+	Trace   string    `json:"trace,omitempty"`
 }
 
 func (h *handler) hidePayloads(r *http.Request) bool {
 	return h.opts.HidePayloadsFromViewers && info(r).id.role != RoleOperator
+}
+
+// hideErrors reports whether r's user may not see errors' texts and traces.
+func (h *handler) hideErrors(r *http.Request) bool {
+	return h.hidePayloads(r) && !h.opts.ShowErrorsToViewers
+}
+
+func attemptsOf(errs []weirtype.AttemptError, hidden bool) []attemptJSON {
+	out := make([]attemptJSON, len(errs))
+	for i, e := range errs {
+		out[i] = attemptJSON{Attempt: e.Attempt, At: e.At}
+		if !hidden {
+			out[i].Error, out[i].Trace = &e.Error, e.Trace
+		}
+	}
+	return out
 }
 
 func (h *handler) jobOf(r *http.Request, j *weir.JobRow) *jobJSON {
@@ -371,13 +419,11 @@ func (h *handler) jobOf(r *http.Request, j *weir.JobRow) *jobJSON {
 		MaxAttempts: j.MaxAttempts, Tags: j.Tags, CreatedAt: j.CreatedAt, ScheduledAt: j.ScheduledAt,
 		AttemptedAt: j.AttemptedAt, FinalizedAt: j.FinalizedAt, AttemptedBy: j.AttemptedBy,
 		LeaseToken: j.LeaseToken, LeaseExpiresAt: j.LeaseExpiresAt, CancelRequestedAt: j.CancelRequestedAt,
-		ReleaseCount: j.ReleaseCount, Errors: j.Errors,
+		ReleaseCount: j.ReleaseCount, ErrorsHidden: h.hideErrors(r),
 	}
+	out.Errors = attemptsOf(j.Errors, out.ErrorsHidden)
 	if out.Tags == nil {
 		out.Tags = []string{}
-	}
-	if out.Errors == nil {
-		out.Errors = []weirtype.AttemptError{}
 	}
 	if h.hidePayloads(r) {
 		out.PayloadsHidden = true
@@ -395,7 +441,7 @@ func (h *handler) apiSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) apiJobs(w http.ResponseWriter, r *http.Request) {
-	lq, err := parseList(r.URL.Query())
+	lq, err := h.jobList(r)
 	if err != nil {
 		h.apiFail(w, r, err)
 		return

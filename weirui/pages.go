@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -220,6 +221,8 @@ type jobsBody struct {
 	// the id the search reached, and Next searches on from there.
 	SearchedTo int64
 	Descending bool
+	// ErrorsHidden hides the last error of each job (Options).
+	ErrorsHidden bool
 }
 
 // pageWindow bounds what one page of the job list reads, in ids from where
@@ -231,28 +234,44 @@ const pageWindow = 100_000
 
 type field struct{ Name, Value string }
 
-// jobView is a job with its args cut short for a list.
+// jobView is a job with its args and its last error cut short for a list.
 type jobView struct {
 	*weir.JobRow
 	ArgsPreview string
+	LastError   string
 }
 
-func preview(raw json.RawMessage) string {
-	s := string(raw)
+func preview(raw json.RawMessage) string { return cut(string(raw)) }
+
+// cut returns s up to 120 bytes, at a character's start, marked when cut.
+func cut(s string) string {
 	if len(s) > 120 {
-		cut := 120
-		for cut > 0 && !utf8Start(s[cut]) {
-			cut--
+		n := 120
+		for n > 0 && !utf8Start(s[n]) {
+			n--
 		}
-		s = s[:cut] + "…"
+		s = s[:n] + "…"
 	}
 	return s
+}
+
+// lastError is the first line of the job's latest error, cut short.
+func lastError(j *weir.JobRow) string {
+	if len(j.Errors) == 0 {
+		return ""
+	}
+	msg := strings.TrimSpace(j.Errors[len(j.Errors)-1].Error)
+	line, _, more := strings.Cut(msg, "\n")
+	if more {
+		line += " …"
+	}
+	return cut(line)
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
-	lq, err := parseList(r.URL.Query())
+	lq, err := h.jobList(r)
 	if err != nil {
 		h.pageFail(w, r, err)
 		return
@@ -265,11 +284,14 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 		h.pageFail(w, r, err)
 		return
 	}
-	body := &jobsBody{Q: lq, Hidden: h.hidePayloads(r), SearchedTo: res.SearchedTo, Descending: lq.params.Descending}
+	body := &jobsBody{Q: lq, Hidden: h.hidePayloads(r), ErrorsHidden: h.hideErrors(r), SearchedTo: res.SearchedTo, Descending: lq.params.Descending}
 	for _, j := range res.Jobs {
 		v := &jobView{JobRow: j}
 		if !body.Hidden {
 			v.ArgsPreview = preview(j.Args)
+		}
+		if !body.ErrorsHidden {
+			v.LastError = lastError(j)
 		}
 		body.Jobs = append(body.Jobs, v)
 	}
@@ -315,9 +337,10 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 type jobBody struct {
-	Job    *weir.JobRow
-	Hidden bool
-	Done   string
+	Job          *weir.JobRow
+	Hidden       bool
+	ErrorsHidden bool
+	Done         string
 }
 
 func (h *handler) pageJob(w http.ResponseWriter, r *http.Request) {
@@ -332,7 +355,7 @@ func (h *handler) pageJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	done := map[string]string{"retry": "Job retried.", "cancel": "Job cancelled, or its cancel requested."}[r.URL.Query().Get("done")]
-	h.render(w, r, http.StatusOK, "job", fmt.Sprintf("Job %d", job.ID), &jobBody{Job: job, Hidden: h.hidePayloads(r), Done: done})
+	h.render(w, r, http.StatusOK, "job", fmt.Sprintf("Job %d", job.ID), &jobBody{Job: job, Hidden: h.hidePayloads(r), ErrorsHidden: h.hideErrors(r), Done: done})
 }
 
 type doneBody struct {

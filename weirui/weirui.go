@@ -41,9 +41,14 @@ type Options struct {
 	// operator's. Only for a listener that nobody but trusted users can reach,
 	// such as a loopback address on a single-user machine.
 	AllowAnonymous bool
-	// HidePayloadsFromViewers hides jobs' args, metadata, output and
-	// progress from viewers, in the pages and in the API.
+	// HidePayloadsFromViewers hides jobs' args, metadata, output, progress,
+	// and their errors' texts and traces (which often quote the args) from
+	// viewers, in the pages and in the API, and refuses viewers the search
+	// (q), which matches the args.
 	HidePayloadsFromViewers bool
+	// ShowErrorsToViewers, with HidePayloadsFromViewers, shows viewers the
+	// errors' texts and traces still: for errors known to carry no payload.
+	ShowErrorsToViewers bool
 	// BasePath is the path prefix under which the handler is reachable, such
 	// as "/weir", used in links and redirects. Empty: found from each
 	// request, as what http.StripPrefix removed.
@@ -99,6 +104,9 @@ func NewHandler(client *weir.Client, opts *Options) (http.Handler, error) {
 	}
 	if !o.Auth.configured() && !o.AllowAnonymous {
 		return nil, invalidf("Options.Auth", "no authentication configured: set Options.Auth, or Options.AllowAnonymous to serve every request as an operator's")
+	}
+	if o.ShowErrorsToViewers && !o.HidePayloadsFromViewers {
+		return nil, invalidf("Options.ShowErrorsToViewers", "Options.ShowErrorsToViewers needs Options.HidePayloadsFromViewers: without it viewers see the errors anyway")
 	}
 	if o.AllowAnonymous && o.Auth.configured() {
 		return nil, invalidf("Options.AllowAnonymous", "Options.AllowAnonymous with Options.Auth would make every request without credentials an operator's: set one of them")

@@ -221,6 +221,7 @@ func TestNewHandlerRefusesOpenByDefault(t *testing.T) {
 		{"bad hash", &weirui.Options{Auth: &weirui.Auth{Users: []weirui.User{{Role: weirui.RoleViewer, Name: "a", PasswordHash: "plain"}}}}, "Auth.Users[0]", "pbkdf2-sha256"},
 		{"anonymous and auth", &weirui.Options{Auth: testAuth(), AllowAnonymous: true}, "Options.AllowAnonymous", "set one of them"},
 		{"no role", &weirui.Options{Auth: &weirui.Auth{Tokens: []weirui.Token{{}}}}, "Auth.Tokens[0]", "role none"},
+		{"errors without hidden payloads", &weirui.Options{AllowAnonymous: true, ShowErrorsToViewers: true}, "Options.ShowErrorsToViewers", "needs Options.HidePayloadsFromViewers"},
 	} {
 		_, err := weirui.NewHandler(e.client, tc.opts)
 		inv, ok := errors.AsType[*weirui.InvalidError](err)
@@ -864,20 +865,105 @@ func TestJobDetail(t *testing.T) {
 	}
 }
 
+// TestHidePayloadsFromViewers: under HidePayloadsFromViewers a viewer sees
+// no args, metadata, errors or traces (an error quotes its job's data: an
+// address an SMTP server refused), on the pages or in the API, and may not
+// search (q matches the args: one guess at a time would recover them);
+// an operator sees and searches everything. ShowErrorsToViewers gives the
+// viewer the errors and traces back, and still no args or search.
 func TestHidePayloadsFromViewers(t *testing.T) {
 	t.Parallel()
 	e := setup(t, &weirui.Options{Auth: testAuth(), HidePayloadsFromViewers: true}, nil)
 	job := e.insert(t, textArgs{Text: "secret-arg"}, &weir.InsertOpts{Metadata: json.RawMessage(`{"k":"secret-meta"}`)})
-	id := strconv.FormatInt(job.ID, 10)
-	for _, path := range []string{"/jobs", "/jobs/" + id, "/api/v1/jobs", "/api/v1/jobs/" + id} {
-		r := e.do(t, "GET", path, nil, bearer(viewerToken))
-		if r.status != 200 || strings.Contains(r.body, "secret-") {
-			t.Errorf("viewer GET %s: %d, payload shown: %v", path, r.status, strings.Contains(r.body, "secret-"))
+	w := weirtest.NewWorker(t, e.driver, &weir.Config{}, weir.WorkFunc(func(ctx context.Context, j *weir.Job[textArgs]) error {
+		if j.Args.Text == "panic" {
+			panic("secret-panic")
 		}
-		r = e.do(t, "GET", path, nil, bearer(operatorToken))
-		if r.status != 200 || !strings.Contains(r.body, "secret-arg") {
+		return errors.New("550 secret-err: no mailbox ada@example.com")
+	}))
+	failed, err := w.Work(t.Context(), nil, textArgs{Text: "secret-failed"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	panicked, err := w.Work(t.Context(), nil, textArgs{Text: "panic"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(panicked.Job.Errors) != 1 || panicked.Job.Errors[0].Trace == "" {
+		t.Fatalf("the panic recorded no trace: %+v", panicked.Job.Errors)
+	}
+	// A line of the trace that names no secret: the trace is hidden whole.
+	traceLine := "weirui_test.TestHidePayloadsFromViewers"
+	var paths []string
+	for _, id := range []int64{job.ID, failed.Job.ID, panicked.Job.ID} {
+		paths = append(paths, "/jobs/"+strconv.FormatInt(id, 10), "/api/v1/jobs/"+strconv.FormatInt(id, 10))
+	}
+	paths = append(paths, "/jobs", "/api/v1/jobs", "/jobs?state=retryable", "/api/v1/jobs?state=retryable")
+	for _, path := range paths {
+		r := e.do(t, "GET", path, nil, bearer(viewerToken))
+		if r.status != 200 || strings.Contains(r.body, "secret-") || strings.Contains(r.body, "ada@example.com") || strings.Contains(r.body, traceLine) {
+			t.Errorf("viewer GET %s: %d, payload shown: %s", path, r.status, r.body)
+		}
+	}
+	for _, path := range paths[:6] {
+		r := e.do(t, "GET", path, nil, bearer(operatorToken))
+		if r.status != 200 || !strings.Contains(r.body, "secret-") {
 			t.Errorf("operator GET %s: %d, payload hidden", path, r.status)
 		}
+	}
+	if r := e.do(t, "GET", "/jobs/"+strconv.FormatInt(panicked.Job.ID, 10), nil, bearer(operatorToken)); !strings.Contains(r.body, traceLine) {
+		t.Errorf("the operator's job page shows no trace: %s", r.body)
+	}
+	// The viewer's API job says what is hidden, and keeps the attempts' times.
+	var vj struct {
+		PayloadsHidden bool `json:"payloads_hidden"`
+		ErrorsHidden   bool `json:"errors_hidden"`
+		Errors         []map[string]any
+	}
+	if err := json.Unmarshal([]byte(e.do(t, "GET", "/api/v1/jobs/"+strconv.FormatInt(failed.Job.ID, 10), nil, bearer(viewerToken)).body), &vj); err != nil {
+		t.Fatal(err)
+	}
+	if !vj.PayloadsHidden || !vj.ErrorsHidden || len(vj.Errors) != 1 || vj.Errors[0]["attempt"] != 1.0 || vj.Errors[0]["at"] == nil || vj.Errors[0]["error"] != nil {
+		t.Errorf("the viewer's job: %+v", vj)
+	}
+
+	// Search: refused to the viewer, whatever it would match; the operator's works.
+	for _, path := range []string{"/api/v1/jobs?q=s", "/api/v1/jobs?q=text", "/api/v1/jobs?q=secret-arg&id=" + strconv.FormatInt(job.ID, 10)} {
+		r := e.do(t, "GET", path, nil, bearer(viewerToken))
+		if code, param, msg := apiErr(t, r); r.status != http.StatusForbidden || code != "forbidden" || param != "q" || !strings.Contains(msg, "hidden") {
+			t.Errorf("viewer GET %s: %d %s", path, r.status, r.body)
+		}
+	}
+	if r := e.do(t, "GET", "/jobs?q=s", nil, basic("vera", viewerPassword)); r.status != http.StatusForbidden || strings.Contains(r.body, "secret-") {
+		t.Errorf("viewer's page search: %d %s", r.status, r.body)
+	}
+	if r := e.do(t, "GET", "/jobs", nil, basic("vera", viewerPassword)); strings.Contains(r.body, `name="q"`) {
+		t.Error("the viewer's job list offers the search")
+	}
+	if r := e.do(t, "GET", "/api/v1/jobs?q=secret-arg", nil, bearer(operatorToken)); r.status != 200 || !strings.Contains(r.body, "secret-arg") {
+		t.Errorf("operator's search: %d %s", r.status, r.body)
+	}
+	if r := e.do(t, "GET", "/jobs", nil, basic("otto", operatorPassword)); !strings.Contains(r.body, `name="q"`) {
+		t.Error("the operator's job list does not offer the search")
+	}
+
+	// ShowErrorsToViewers: errors and traces, still no args and no search.
+	shown := setup(t, &weirui.Options{Auth: testAuth(), HidePayloadsFromViewers: true, ShowErrorsToViewers: true}, nil)
+	w = weirtest.NewWorker(t, shown.driver, &weir.Config{}, weir.WorkFunc(func(ctx context.Context, j *weir.Job[textArgs]) error {
+		panic("visible-panic")
+	}))
+	res, err := w.Work(t.Context(), nil, textArgs{Text: "secret-arg"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/jobs/" + strconv.FormatInt(res.Job.ID, 10), "/api/v1/jobs/" + strconv.FormatInt(res.Job.ID, 10)} {
+		r := shown.do(t, "GET", path, nil, bearer(viewerToken))
+		if r.status != 200 || strings.Contains(r.body, "secret-") || !strings.Contains(r.body, "visible-panic") || !strings.Contains(r.body, traceLine) {
+			t.Errorf("viewer GET %s with ShowErrorsToViewers: %d %s", path, r.status, r.body)
+		}
+	}
+	if r := shown.do(t, "GET", "/api/v1/jobs?q=s", nil, bearer(viewerToken)); r.status != http.StatusForbidden {
+		t.Errorf("viewer's search with ShowErrorsToViewers: %d", r.status)
 	}
 }
 

@@ -79,7 +79,8 @@ type Auth struct {
 	// ProxyHeader names the header in which a reverse proxy passes the user
 	// it authenticated, such as X-Forwarded-User. It is read only on
 	// requests whose peer address is in TrustedProxies; elsewhere it is
-	// ignored.
+	// ignored. A request from a trusted proxy that carries it more than once
+	// is refused (400).
 	ProxyHeader    string
 	TrustedProxies []netip.Prefix
 	// ProxyUsers gives proxy users their role; users not listed get
@@ -159,6 +160,16 @@ var (
 	errBadCredentials  = errors.New("bad credentials")
 )
 
+// repeatedHeaderError refuses a request from a trusted proxy that carries the
+// user header more than once: a proxy that appends its header to the client's
+// rather than replacing it would let whichever value is read first name the
+// user, the client's own.
+type repeatedHeaderError struct{ header string }
+
+func (e *repeatedHeaderError) Error() string {
+	return "the header " + e.header + " appears more than once: the proxy must replace the client's, not add its own"
+}
+
 // authenticator checks requests against an Auth.
 type authenticator struct {
 	auth      *Auth
@@ -184,6 +195,9 @@ func newAuthenticator(a *Auth, anonymous bool) *authenticator {
 func (au *authenticator) authenticate(r *http.Request) (*identity, error) {
 	a := au.auth
 	if a != nil && a.ProxyHeader != "" && au.fromTrustedProxy(r) {
+		if len(r.Header.Values(a.ProxyHeader)) > 1 {
+			return nil, &repeatedHeaderError{a.ProxyHeader}
+		}
 		if user := r.Header.Get(a.ProxyHeader); user != "" {
 			role, ok := a.ProxyUsers[user]
 			if !ok {

@@ -171,6 +171,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	ri := &reqInfo{base: h.basePath(r)}
 	id, err := h.auth.authenticate(r)
+	if rep, ok := errors.AsType[*repeatedHeaderError](err); ok {
+		h.fail(w, r.WithContext(ctxWith(r, ri)), http.StatusBadRequest, "bad_request", "", rep.Error())
+		return
+	}
 	if err != nil {
 		if h.opts.Auth != nil && len(h.opts.Auth.Users) > 0 {
 			hdr.Set("WWW-Authenticate", `Basic realm="weir", charset="UTF-8"`)

@@ -990,6 +990,25 @@ func TestTrustedProxyHeader(t *testing.T) {
 	if r := e.do(t, "POST", "/api/v1/jobs/"+strconv.FormatInt(job.ID, 10)+"/cancel", nil, as("olga")); r.status != 403 {
 		t.Errorf("proxy user without CSRF token: %d", r.status)
 	}
+	// A proxy that appends its header to the client's, rather than replacing
+	// it, would let the client name itself: a request with the header more
+	// than once is refused, whichever value comes first, even with a token.
+	twice := func(first, second string) cred {
+		return func(r *http.Request) {
+			r.Header.Add("X-Forwarded-User", first)
+			r.Header.Add("X-Forwarded-User", second)
+		}
+	}
+	for _, c := range []cred{twice("olga", "val"), twice("val", "olga"), twice("olga", "olga"), twice("", "olga"),
+		func(r *http.Request) { twice("olga", "val")(r); bearer("x")(r) }} {
+		r := e.do(t, "GET", "/api/v1/session", nil, c)
+		if code, _, msg := apiErr(t, r); r.status != http.StatusBadRequest || code != "bad_request" || !strings.Contains(msg, "X-Forwarded-User") {
+			t.Errorf("the header twice: %d %s", r.status, r.body)
+		}
+	}
+	if r := e.do(t, "GET", "/jobs", nil, twice("val", "olga")); r.status != http.StatusBadRequest || strings.Contains(r.body, "olga (operator)") {
+		t.Errorf("the header twice, a page: %d", r.status)
+	}
 
 	// From an address that is not a trusted proxy, the header is ignored.
 	untrusted := *trusted

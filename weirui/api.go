@@ -108,6 +108,12 @@ func badParamf(param, format string, args ...any) error {
 // classify maps an error of the client to an HTTP status, a code and the
 // message shown. Database errors are logged and shown as a generic message.
 func (h *handler) classify(r *http.Request, err error) (int, string, string, string) {
+	status, code, param, msg := h.classifyErr(r, err)
+	noteFailure(r, code, msg)
+	return status, code, param, msg
+}
+
+func (h *handler) classifyErr(r *http.Request, err error) (int, string, string, string) {
 	if b, ok := errors.AsType[*badParam](err); ok {
 		return http.StatusBadRequest, "bad_parameter", b.param, b.msg
 	}
@@ -494,17 +500,11 @@ func (h *handler) jobAction(r *http.Request) (*weir.JobRow, string, error) {
 		return nil, "", err
 	}
 	action := r.PathValue("action")
-	var op func(context.Context, int64) (*weir.JobRow, error)
-	switch action {
-	case "retry":
-		op = h.client.JobRetry
-	case "cancel":
-		op = h.client.JobCancel
-	case "delete":
-		op = h.client.JobDelete
-	default:
-		return nil, "", badParamf("action", "job action %q is not retry, cancel or delete", action)
+	op, err := h.jobOp(action)
+	if err != nil {
+		return nil, "", err
 	}
+	note(r, "action", "job."+action, "job", id)
 	job, err := op(r.Context(), id)
 	return job, action, err
 }
@@ -624,6 +624,7 @@ func (h *handler) apiQueues(w http.ResponseWriter, r *http.Request) {
 func (h *handler) queueAction(r *http.Request) (map[string]any, error) {
 	name, action := r.PathValue("name"), r.PathValue("action")
 	answer := map[string]any{"name": name}
+	note(r, "action", "queue."+action, "queue", name)
 	var err error
 	switch action {
 	case "pause", "resume":
@@ -636,6 +637,7 @@ func (h *handler) queueAction(r *http.Request) (map[string]any, error) {
 	case "limit":
 		var limit int
 		if limit, err = parseGlobalLimit(r.FormValue("global_limit")); err == nil {
+			note(r, "global_limit", limit)
 			err = h.client.QueueSetGlobalLimit(r.Context(), name, limit)
 		}
 		var out *int
@@ -646,6 +648,7 @@ func (h *handler) queueAction(r *http.Request) (map[string]any, error) {
 	case "rate":
 		var rate weir.RateLimit
 		if rate, err = parseRateLimit(r.FormValue("rate_limit")); err == nil {
+			note(r, "rate_limit", rate.String())
 			err = h.client.QueueSetRateLimit(r.Context(), name, rate)
 		}
 		var out *rateJSON
@@ -704,6 +707,7 @@ func (h *handler) apiPeriodic(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) periodicAction(r *http.Request) (*weir.PeriodicRow, string, error) {
 	name, action := r.PathValue("name"), r.PathValue("action")
+	note(r, "action", "periodic."+action, "schedule", name)
 	var op func(context.Context, string) (*weir.PeriodicRow, error)
 	switch action {
 	case "pause":

@@ -222,6 +222,8 @@ func TestNewHandlerRefusesOpenByDefault(t *testing.T) {
 		{"bad hash", &weirui.Options{Auth: &weirui.Auth{Users: []weirui.User{{Role: weirui.RoleViewer, Name: "a", PasswordHash: "plain"}}}}, "Auth.Users[0]", "pbkdf2-sha256"},
 		{"anonymous and auth", &weirui.Options{Auth: testAuth(), AllowAnonymous: true}, "Options.AllowAnonymous", "set one of them"},
 		{"no role", &weirui.Options{Auth: &weirui.Auth{Tokens: []weirui.Token{{}}}}, "Auth.Tokens[0]", "role none"},
+		{"bad failed logins", &weirui.Options{AllowAnonymous: true, FailedLogins: weir.RateLimit{Limit: 5}}, "Options.FailedLogins", "5/0s"},
+		{"negative failed logins", &weirui.Options{AllowAnonymous: true, FailedLogins: weir.RateLimit{Limit: -1, Period: time.Minute}}, "Options.FailedLogins", "positive"},
 		{"errors without hidden payloads", &weirui.Options{AllowAnonymous: true, ShowErrorsToViewers: true}, "Options.ShowErrorsToViewers", "needs Options.HidePayloadsFromViewers"},
 	} {
 		_, err := weirui.NewHandler(e.client, tc.opts)
@@ -286,7 +288,9 @@ func cspDirectives(policy string) map[string]string {
 
 func TestUnauthenticatedRefused(t *testing.T) {
 	t.Parallel()
-	e := setup(t, nil, nil)
+	// Its many failed logins come from one address: the limit is raised
+	// (TestLoginThrottle tests it).
+	e := setup(t, &weirui.Options{Auth: testAuth(), FailedLogins: weir.RateLimit{Limit: 1000, Period: time.Minute}}, nil)
 	job := e.insert(t, textArgs{Text: "a"}, nil)
 	for _, path := range []string{"/", "/jobs", "/jobs/" + strconv.FormatInt(job.ID, 10), "/queues", "/periodic", "/clients",
 		"/api/v1/jobs", "/api/v1/queues", "/api/v1/session", "/api/v1/clients", "/static/style.css"} {

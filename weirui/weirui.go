@@ -82,6 +82,21 @@ const maxBody = 16 << 10
 
 var basePathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)*$`)
 
+// CheckBasePath says what is wrong with p as a base path (Options.BasePath,
+// `weir serve --base-path`), if anything: it is empty, or a path such as
+// "/weir" or "/ops/weir" whose segments are letters, digits and ._~-, none
+// of them "." or "..", with no trailing slash.
+func CheckBasePath(p string) error {
+	ok := basePathRE.MatchString(p)
+	for seg := range strings.SplitSeq(p, "/") {
+		ok = ok && seg != "." && seg != ".."
+	}
+	if !ok {
+		return fmt.Errorf(`%q is not a path such as /weir: letters, digits and ._~- between single slashes, no "." or ".." segment, no trailing slash`, p)
+	}
+	return nil
+}
+
 // InvalidError is the error for options the dashboard cannot serve with
 // (NewHandler, Auth.Validate, HashPassword). A command can show Message under
 // its own name; Field says which option was wrong, spelled as in the API
@@ -122,8 +137,8 @@ func NewHandler(client *weir.Client, opts *Options) (http.Handler, error) {
 	if o.AllowAnonymous && o.Auth.configured() {
 		return nil, invalidf("Options.AllowAnonymous", "Options.AllowAnonymous with Options.Auth would make every request without credentials an operator's: set one of them")
 	}
-	if o.BasePath != "" && (!basePathRE.MatchString(o.BasePath) || o.BasePath == "/") {
-		return nil, invalidf("Options.BasePath", `Options.BasePath must be empty or a path such as "/weir" (letters, digits, ._~- between slashes, no trailing slash)`)
+	if err := CheckBasePath(o.BasePath); err != nil {
+		return nil, invalidf("Options.BasePath", "Options.BasePath %v", err)
 	}
 	if o.FailedLogins == (weir.RateLimit{}) {
 		o.FailedLogins = defaultFailedLogins
@@ -282,7 +297,7 @@ func (h *handler) basePath(r *http.Request) string {
 		full = full[:i]
 	}
 	base, ok := strings.CutSuffix(full, r.URL.EscapedPath())
-	if !ok || !basePathRE.MatchString(base) {
+	if !ok || CheckBasePath(base) != nil {
 		return ""
 	}
 	return base

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -34,14 +35,22 @@ func staticHandler() http.Handler {
 }
 
 var funcs = template.FuncMap{
-	"since":     since,
-	"ago":       ago,
-	"time":      fmtTime,
-	"ptime":     fmtPTime,
-	"pretty":    pretty,
-	"states":    weirtype.JobStates,
-	"count":     func(q *weir.QueueStats, s weirtype.JobState) int64 { return q.Counts[s] },
-	"keyLimit":  func(q *weir.QueueStats) string { return weir.QueueKeyLimit(q).String() },
+	"since":  since,
+	"ago":    ago,
+	"time":   fmtTime,
+	"ptime":  fmtPTime,
+	"pretty": pretty,
+	"states": weirtype.JobStates,
+	"count":  func(q *weir.QueueStats, s weirtype.JobState) int64 { return q.Counts[s] },
+	// keyLimit is the queue's key limit as its key and its limits, between
+	// which a narrow cell may break the line.
+	"keyLimit": func(q *weir.QueueStats) [2]string {
+		k := weir.QueueKeyLimit(q)
+		return [2]string{k.Key, strings.TrimPrefix(k.String(), k.Key+":")}
+	},
+	"rateLimit": func(q *weir.QueueStats) string {
+		return weir.RateLimit{Limit: q.RateLimit, Period: q.RatePeriod}.String()
+	},
 	"estimated": func(q *weir.QueueStats, s weirtype.JobState) bool { return q.Estimated[s] },
 	"anyEstimated": func(queues []*weir.QueueStats) bool {
 		for _, q := range queues {
@@ -170,16 +179,26 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	_, _ = w.Write(shown(buf.Bytes()))
 }
 
+// errorBody is what the error page says, and where it leads back to.
+type errorBody struct {
+	Message, Back, BackTo string
+}
+
 func (h *handler) errorPage(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	h.render(w, r, status, "error", http.StatusText(status), msg)
+	h.render(w, r, status, "error", http.StatusText(status), &errorBody{Message: msg, Back: info(r).base + "/", BackTo: "the overview"})
 }
 
 func (h *handler) pageFail(w http.ResponseWriter, r *http.Request, err error) {
+	h.pageFailBack(w, r, err, info(r).base+"/", "the overview")
+}
+
+// pageFailBack answers err with the error page, leading back to back.
+func (h *handler) pageFailBack(w http.ResponseWriter, r *http.Request, err error, back, backTo string) {
 	status, _, param, msg := h.classify(r, err)
 	if param != "" {
 		msg = "bad " + param + ": " + msg
 	}
-	h.errorPage(w, r, status, msg)
+	h.render(w, r, status, "error", http.StatusText(status), &errorBody{Message: msg, Back: back, BackTo: backTo})
 }
 
 type overviewBody struct {
@@ -366,11 +385,16 @@ type doneBody struct {
 
 func (h *handler) pageJobAction(w http.ResponseWriter, r *http.Request) {
 	job, action, err := h.jobAction(r)
+	base := info(r).base
+	if id, idErr := parseID(r.PathValue("id")); err != nil && idErr == nil && !errors.Is(err, weir.ErrNotFound) {
+		// The job's page shows what it is now, and the actions that apply.
+		h.pageFailBack(w, r, err, fmt.Sprintf("%s/jobs/%d", base, id), fmt.Sprintf("job %d", id))
+		return
+	}
 	if err != nil {
 		h.pageFail(w, r, err)
 		return
 	}
-	base := info(r).base
 	if action == "delete" {
 		h.render(w, r, http.StatusOK, "done", "Job deleted",
 			&doneBody{Message: fmt.Sprintf("Job %d deleted.", job.ID), Back: base + "/jobs", BackTo: "the jobs"})

@@ -516,7 +516,7 @@ func TestOperatorMutates(t *testing.T) {
 	if r := e.do(t, "GET", "/api/v1/queues", nil, otto); !strings.Contains(r.body, `"key_limit": {`) || !strings.Contains(r.body, `"key": "args.customer_id"`) {
 		t.Errorf("queues with a key limit: %s", r.body)
 	}
-	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, "<code>args.customer_id:2</code>") {
+	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, "<code>args.customer_id:<wbr>2</code>") {
 		t.Errorf("queues page with a key limit: %s", r.body)
 	}
 	// Schedules: none is registered.
@@ -1243,5 +1243,28 @@ func TestListWindow(t *testing.T) {
 		if r := e.do(t, "GET", "/api/v1/jobs?window="+bad, nil, v); r.status != 400 || !strings.Contains(r.body, `"parameter": "window"`) {
 			t.Errorf("window %q: %d %s", bad, r.status, r.body)
 		}
+	}
+}
+
+// TestJobActionConflictPage: an action that no longer applies (a Cancel
+// posted from a page opened before the job ended) answers 409 with what is
+// wrong and a link back to the job's page, which shows its state now.
+func TestJobActionConflictPage(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, nil)
+	job := e.insert(t, textArgs{Text: "a"}, nil)
+	if _, err := e.client.JobCancel(t.Context(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	otto := basic("otto", operatorPassword)
+	id := strconv.FormatInt(job.ID, 10)
+	r := e.do(t, "POST", "/jobs/"+id+"/cancel", url.Values{"csrf": {e.csrf(t, otto)}}, otto)
+	if r.status != http.StatusConflict || !strings.Contains(r.body, "the job is final") ||
+		!strings.Contains(r.body, `<a href="/jobs/`+id+`">Back to job `+id+`</a>`) {
+		t.Errorf("cancel of a final job: %d %s", r.status, r.body)
+	}
+	r = e.do(t, "POST", "/jobs/999999/cancel", url.Values{"csrf": {e.csrf(t, otto)}}, otto)
+	if r.status != http.StatusNotFound || !strings.Contains(r.body, `<a href="/">Back to the overview</a>`) {
+		t.Errorf("cancel of no job: %d %s", r.status, r.body)
 	}
 }

@@ -1,6 +1,7 @@
 package weirui
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,11 +84,16 @@ func writeJSONError(w http.ResponseWriter, status int, code, param, msg string) 
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_, _ = w.Write(shown(buf.Bytes()))
 }
 
 // badParam is a bad input, named.
@@ -102,8 +108,17 @@ func badParamf(param, format string, args ...any) error {
 // classify maps an error of the client to an HTTP status, a code and the
 // message shown. Database errors are logged and shown as a generic message.
 func (h *handler) classify(r *http.Request, err error) (int, string, string, string) {
+	status, code, param, msg := h.classifyErr(r, err)
+	noteFailure(r, code, msg)
+	return status, code, param, msg
+}
+
+func (h *handler) classifyErr(r *http.Request, err error) (int, string, string, string) {
 	if b, ok := errors.AsType[*badParam](err); ok {
 		return http.StatusBadRequest, "bad_parameter", b.param, b.msg
+	}
+	if errors.Is(err, errSearchHidden) {
+		return http.StatusForbidden, "forbidden", "q", err.Error()
 	}
 	if inv, ok := errors.AsType[*weir.InvalidError](err); ok {
 		return http.StatusBadRequest, "bad_parameter", paramOfField(inv.Field), inv.Message
@@ -164,6 +179,23 @@ type listQuery struct {
 	CreatedAfter, CreatedBefore        string
 	Search                             string
 	Limit                              int
+}
+
+// errSearchHidden refuses a viewer the search while payloads are hidden: q
+// matches the args, so that guessing one character at a time would read them.
+var errSearchHidden = errors.New("searching the kind or args (q) is for operators: payloads are hidden from viewers")
+
+// jobList reads the job list's parameters of r, and refuses a search that
+// r's user may not make.
+func (h *handler) jobList(r *http.Request) (*listQuery, error) {
+	lq, err := parseList(r.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	if lq.Search != "" && h.hidePayloads(r) {
+		return nil, errSearchHidden
+	}
+	return lq, nil
 }
 
 // listValues reads comma-separated or repeated values of a parameter.
@@ -328,35 +360,63 @@ func matches(j *weir.JobRow, p *weir.JobListParams) bool {
 
 // jobJSON is a job as the API shows it.
 type jobJSON struct {
-	ID                int64                   `json:"id"`
-	State             weirtype.JobState       `json:"state"`
-	Queue             string                  `json:"queue"`
-	Kind              string                  `json:"kind"`
-	Priority          int                     `json:"priority"`
-	Attempt           int                     `json:"attempt"`
-	MaxAttempts       int                     `json:"max_attempts"`
-	Tags              []string                `json:"tags"`
-	CreatedAt         time.Time               `json:"created_at"`
-	ScheduledAt       time.Time               `json:"scheduled_at"`
-	AttemptedAt       *time.Time              `json:"attempted_at"`
-	FinalizedAt       *time.Time              `json:"finalized_at"`
-	AttemptedBy       string                  `json:"attempted_by"`
-	LeaseToken        int64                   `json:"lease_token"`
-	LeaseExpiresAt    *time.Time              `json:"lease_expires_at"`
-	CancelRequestedAt *time.Time              `json:"cancel_requested_at"`
-	ReleaseCount      int                     `json:"release_count"`
-	Errors            []weirtype.AttemptError `json:"errors"`
+	ID                int64             `json:"id"`
+	State             weirtype.JobState `json:"state"`
+	Queue             string            `json:"queue"`
+	Kind              string            `json:"kind"`
+	Priority          int               `json:"priority"`
+	Attempt           int               `json:"attempt"`
+	MaxAttempts       int               `json:"max_attempts"`
+	Tags              []string          `json:"tags"`
+	CreatedAt         time.Time         `json:"created_at"`
+	ScheduledAt       time.Time         `json:"scheduled_at"`
+	AttemptedAt       *time.Time        `json:"attempted_at"`
+	FinalizedAt       *time.Time        `json:"finalized_at"`
+	AttemptedBy       string            `json:"attempted_by"`
+	LeaseToken        int64             `json:"lease_token"`
+	LeaseExpiresAt    *time.Time        `json:"lease_expires_at"`
+	CancelRequestedAt *time.Time        `json:"cancel_requested_at"`
+	ReleaseCount      int               `json:"release_count"`
+	Errors            []attemptJSON     `json:"errors"`
 	// PayloadsHidden is set when the viewer may not see args, metadata,
 	// output and progress (Options.HidePayloadsFromViewers).
-	PayloadsHidden bool            `json:"payloads_hidden,omitempty"`
-	Args           json.RawMessage `json:"args,omitempty"`
-	Metadata       json.RawMessage `json:"metadata,omitempty"`
-	Output         json.RawMessage `json:"output,omitempty"`
-	Progress       json.RawMessage `json:"progress,omitempty"`
+	PayloadsHidden bool `json:"payloads_hidden,omitempty"`
+	// ErrorsHidden is set when the viewer may not see the errors' texts and
+	// traces: each attempt has its number and time only.
+	ErrorsHidden bool            `json:"errors_hidden,omitempty"`
+	Args         json.RawMessage `json:"args,omitempty"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	Progress     json.RawMessage `json:"progress,omitempty"`
+}
+
+// attemptJSON is a failed attempt as the API shows it: Error and Trace are
+// left out when the errors are hidden.
+type attemptJSON struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   *string   `json:"error,omitempty"`
+	Trace   string    `json:"trace,omitempty"`
 }
 
 func (h *handler) hidePayloads(r *http.Request) bool {
 	return h.opts.HidePayloadsFromViewers && info(r).id.role != RoleOperator
+}
+
+// hideErrors reports whether r's user may not see errors' texts and traces.
+func (h *handler) hideErrors(r *http.Request) bool {
+	return h.hidePayloads(r) && !h.opts.ShowErrorsToViewers
+}
+
+func attemptsOf(errs []weirtype.AttemptError, hidden bool) []attemptJSON {
+	out := make([]attemptJSON, len(errs))
+	for i, e := range errs {
+		out[i] = attemptJSON{Attempt: e.Attempt, At: e.At}
+		if !hidden {
+			out[i].Error, out[i].Trace = &e.Error, e.Trace
+		}
+	}
+	return out
 }
 
 func (h *handler) jobOf(r *http.Request, j *weir.JobRow) *jobJSON {
@@ -365,13 +425,11 @@ func (h *handler) jobOf(r *http.Request, j *weir.JobRow) *jobJSON {
 		MaxAttempts: j.MaxAttempts, Tags: j.Tags, CreatedAt: j.CreatedAt, ScheduledAt: j.ScheduledAt,
 		AttemptedAt: j.AttemptedAt, FinalizedAt: j.FinalizedAt, AttemptedBy: j.AttemptedBy,
 		LeaseToken: j.LeaseToken, LeaseExpiresAt: j.LeaseExpiresAt, CancelRequestedAt: j.CancelRequestedAt,
-		ReleaseCount: j.ReleaseCount, Errors: j.Errors,
+		ReleaseCount: j.ReleaseCount, ErrorsHidden: h.hideErrors(r),
 	}
+	out.Errors = attemptsOf(j.Errors, out.ErrorsHidden)
 	if out.Tags == nil {
 		out.Tags = []string{}
-	}
-	if out.Errors == nil {
-		out.Errors = []weirtype.AttemptError{}
 	}
 	if h.hidePayloads(r) {
 		out.PayloadsHidden = true
@@ -389,7 +447,7 @@ func (h *handler) apiSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) apiJobs(w http.ResponseWriter, r *http.Request) {
-	lq, err := parseList(r.URL.Query())
+	lq, err := h.jobList(r)
 	if err != nil {
 		h.apiFail(w, r, err)
 		return
@@ -442,17 +500,11 @@ func (h *handler) jobAction(r *http.Request) (*weir.JobRow, string, error) {
 		return nil, "", err
 	}
 	action := r.PathValue("action")
-	var op func(context.Context, int64) (*weir.JobRow, error)
-	switch action {
-	case "retry":
-		op = h.client.JobRetry
-	case "cancel":
-		op = h.client.JobCancel
-	case "delete":
-		op = h.client.JobDelete
-	default:
-		return nil, "", badParamf("action", "job action %q is not retry, cancel or delete", action)
+	op, err := h.jobOp(action)
+	if err != nil {
+		return nil, "", err
 	}
+	note(r, "action", "job."+action, "job", id)
 	job, err := op(r.Context(), id)
 	return job, action, err
 }
@@ -572,6 +624,7 @@ func (h *handler) apiQueues(w http.ResponseWriter, r *http.Request) {
 func (h *handler) queueAction(r *http.Request) (map[string]any, error) {
 	name, action := r.PathValue("name"), r.PathValue("action")
 	answer := map[string]any{"name": name}
+	note(r, "action", "queue."+action, "queue", name)
 	var err error
 	switch action {
 	case "pause", "resume":
@@ -584,6 +637,7 @@ func (h *handler) queueAction(r *http.Request) (map[string]any, error) {
 	case "limit":
 		var limit int
 		if limit, err = parseGlobalLimit(r.FormValue("global_limit")); err == nil {
+			note(r, "global_limit", limit)
 			err = h.client.QueueSetGlobalLimit(r.Context(), name, limit)
 		}
 		var out *int
@@ -594,6 +648,7 @@ func (h *handler) queueAction(r *http.Request) (map[string]any, error) {
 	case "rate":
 		var rate weir.RateLimit
 		if rate, err = parseRateLimit(r.FormValue("rate_limit")); err == nil {
+			note(r, "rate_limit", rate.String())
 			err = h.client.QueueSetRateLimit(r.Context(), name, rate)
 		}
 		var out *rateJSON
@@ -652,6 +707,7 @@ func (h *handler) apiPeriodic(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) periodicAction(r *http.Request) (*weir.PeriodicRow, string, error) {
 	name, action := r.PathValue("name"), r.PathValue("action")
+	note(r, "action", "periodic."+action, "schedule", name)
 	var op func(context.Context, string) (*weir.PeriodicRow, error)
 	switch action {
 	case "pause":

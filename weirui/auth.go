@@ -12,13 +12,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/weirq/weir"
 )
 
 // Role is what a user of the dashboard may do.
@@ -79,7 +81,8 @@ type Auth struct {
 	// ProxyHeader names the header in which a reverse proxy passes the user
 	// it authenticated, such as X-Forwarded-User. It is read only on
 	// requests whose peer address is in TrustedProxies; elsewhere it is
-	// ignored.
+	// ignored. A request from a trusted proxy that carries it more than once
+	// is refused (400).
 	ProxyHeader    string
 	TrustedProxies []netip.Prefix
 	// ProxyUsers gives proxy users their role; users not listed get
@@ -153,11 +156,42 @@ type identity struct {
 	bearer bool
 }
 
-// errUnauthenticated and errForbidden are what authenticate answers.
-var (
-	errUnauthenticated = errors.New("authentication required")
-	errBadCredentials  = errors.New("bad credentials")
-)
+// errUnauthenticated answers a request that carries no credentials.
+var errUnauthenticated = errors.New("authentication required")
+
+// loginError is a failed login. The client is told "bad credentials" and no
+// more; the log gets the rest, which holds no secret.
+type loginError struct {
+	// scheme is "bearer", "basic" or "other".
+	scheme string
+	// user is the name of a configured user whose password was wrong; empty
+	// for a name that is not configured, which may be a password typed in
+	// the wrong field.
+	user   string
+	reason string
+	// throttled is set when this failure emptied the address's bucket.
+	throttled bool
+}
+
+func (e *loginError) Error() string { return "bad credentials" }
+
+// throttledError refuses a request with credentials from an address that
+// failed to log in too often: wait is how long until one more try.
+type throttledError struct{ wait time.Duration }
+
+func (e *throttledError) Error() string {
+	return fmt.Sprintf("too many failed logins from this address: try again in %d s", retryAfter(e.wait))
+}
+
+// repeatedHeaderError refuses a request from a trusted proxy that carries the
+// user header more than once: a proxy that appends its header to the client's
+// rather than replacing it would let whichever value is read first name the
+// user, the client's own.
+type repeatedHeaderError struct{ header string }
+
+func (e *repeatedHeaderError) Error() string {
+	return "the header " + e.header + " appears more than once: the proxy must replace the client's, not add its own"
+}
 
 // authenticator checks requests against an Auth.
 type authenticator struct {
@@ -169,21 +203,27 @@ type authenticator struct {
 	verified map[[32]byte]bool
 	cacheKey []byte
 	hashing  chan struct{}
+	// logins limits failed logins by client address.
+	logins *loginLimiter
 }
 
 const maxVerified = 1024
 
-func newAuthenticator(a *Auth, anonymous bool) *authenticator {
+func newAuthenticator(a *Auth, anonymous bool, failedLogins weir.RateLimit) *authenticator {
 	key := make([]byte, 32)
 	rand.Read(key)
 	return &authenticator{auth: a, anonymous: anonymous, verified: map[[32]byte]bool{}, cacheKey: key,
-		hashing: make(chan struct{}, runtime.GOMAXPROCS(0))}
+		hashing: make(chan struct{}, runtime.GOMAXPROCS(0)), logins: newLoginLimiter(failedLogins)}
 }
 
-// authenticate says who made r, or why not.
+// authenticate says who made r, or why not: errUnauthenticated, a
+// *loginError, a *throttledError or a *repeatedHeaderError.
 func (au *authenticator) authenticate(r *http.Request) (*identity, error) {
 	a := au.auth
 	if a != nil && a.ProxyHeader != "" && au.fromTrustedProxy(r) {
+		if len(r.Header.Values(a.ProxyHeader)) > 1 {
+			return nil, &repeatedHeaderError{a.ProxyHeader}
+		}
 		if user := r.Header.Get(a.ProxyHeader); user != "" {
 			role, ok := a.ProxyUsers[user]
 			if !ok {
@@ -193,7 +233,32 @@ func (au *authenticator) authenticate(r *http.Request) (*identity, error) {
 		}
 	}
 	h := r.Header.Get("Authorization")
-	if scheme, rest, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") && a != nil {
+	if h == "" {
+		if au.anonymous {
+			return &identity{role: RoleOperator, name: "anonymous", key: "anonymous"}, nil
+		}
+		return nil, errUnauthenticated
+	}
+	key := clientKey(r)
+	if wait := au.logins.wait(key); wait > 0 {
+		return nil, &throttledError{wait}
+	}
+	id, lerr := au.credentials(r, h)
+	if lerr != nil {
+		lerr.throttled = au.logins.failed(key)
+		return nil, lerr
+	}
+	return id, nil
+}
+
+// credentials checks the bearer token or basic credentials of r, whose
+// Authorization header is h.
+func (au *authenticator) credentials(r *http.Request, h string) (*identity, *loginError) {
+	a := au.auth
+	if scheme, rest, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		if a == nil {
+			return nil, &loginError{scheme: "bearer", reason: "unknown token"}
+		}
 		sum := sha256.Sum256([]byte(strings.TrimSpace(rest)))
 		match := -1
 		for i := range a.Tokens {
@@ -203,42 +268,33 @@ func (au *authenticator) authenticate(r *http.Request) (*identity, error) {
 			}
 		}
 		if match < 0 {
-			return nil, errBadCredentials
+			return nil, &loginError{scheme: "bearer", reason: "unknown token"}
 		}
 		id := hex.EncodeToString(a.Tokens[match].SHA256[:4])
 		return &identity{role: a.Tokens[match].Role, name: "token " + id, key: "token\x00" + id, bearer: true}, nil
 	}
-	if name, password, ok := r.BasicAuth(); ok && a != nil {
-		for _, u := range a.Users {
-			if subtle.ConstantTimeCompare([]byte(u.Name), []byte(name)) == 1 {
-				if au.checkPassword(u, password) {
-					return &identity{role: u.Role, name: u.Name, key: "user\x00" + u.Name}, nil
-				}
-				return nil, errBadCredentials
+	name, password, ok := r.BasicAuth()
+	if !ok || a == nil {
+		return nil, &loginError{scheme: "other", reason: "neither a bearer token nor basic credentials that this dashboard takes"}
+	}
+	for _, u := range a.Users {
+		if subtle.ConstantTimeCompare([]byte(u.Name), []byte(name)) == 1 {
+			if au.checkPassword(u, password) {
+				return &identity{role: u.Role, name: u.Name, key: "user\x00" + u.Name}, nil
 			}
+			return nil, &loginError{scheme: "basic", user: u.Name, reason: "wrong password"}
 		}
-		// An unknown user costs the hash a known one does, so that the time
-		// of the answer does not tell which names exist.
-		au.hashing <- struct{}{}
-		verifyPassword(unknownUserHash, password)
-		<-au.hashing
-		return nil, errBadCredentials
 	}
-	if h != "" {
-		return nil, errBadCredentials
-	}
-	if au.anonymous {
-		return &identity{role: RoleOperator, name: "anonymous", key: "anonymous"}, nil
-	}
-	return nil, errUnauthenticated
+	// An unknown user costs the hash a known one does, so that the time
+	// of the answer does not tell which names exist.
+	au.hashing <- struct{}{}
+	verifyPassword(unknownUserHash, password)
+	<-au.hashing
+	return nil, &loginError{scheme: "basic", reason: "unknown user"}
 }
 
 func (au *authenticator) fromTrustedProxy(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	addr, err := netip.ParseAddr(host)
+	addr, err := netip.ParseAddr(clientAddr(r))
 	if err != nil {
 		return false
 	}

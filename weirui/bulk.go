@@ -78,20 +78,25 @@ func (h *handler) bulk(r *http.Request, action string) (*bulkResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	note(r, "action", "jobs.bulk."+action)
 	lq, err := bulkQuery(r.Form)
 	if err != nil {
 		return nil, err
 	}
+	note(r, "filters", bulkFilters(r.Form))
 	res, err := h.list(r.Context(), lq)
 	if err != nil {
 		return nil, err
 	}
 	out := &bulkResult{Action: action, More: res.Next != 0, NextCursor: res.Next}
+	var acted []int64
+	defer func() { note(r, "jobs", acted, "acted", out.Acted, "skipped", out.Skipped, "more", out.More) }()
 	for _, j := range res.Jobs {
 		_, err := op(r.Context(), j.ID)
 		switch {
 		case err == nil:
 			out.Acted++
+			acted = append(acted, j.ID)
 		case errors.Is(err, weir.ErrJobRunning), errors.Is(err, weir.ErrJobFinal), errors.Is(err, weir.ErrNotFound):
 			out.Skipped++
 		default:
@@ -99,6 +104,18 @@ func (h *handler) bulk(r *http.Request, action string) (*bulkResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// bulkFilters is a bulk action's form without its CSRF token, for the
+// audit log.
+func bulkFilters(form url.Values) string {
+	q := url.Values{}
+	for k, v := range form {
+		if k != "csrf" {
+			q[k] = v
+		}
+	}
+	return q.Encode()
 }
 
 func (h *handler) apiBulk(w http.ResponseWriter, r *http.Request) {

@@ -5,12 +5,14 @@ import (
 	"cmp"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,14 +35,22 @@ func staticHandler() http.Handler {
 }
 
 var funcs = template.FuncMap{
-	"since":     since,
-	"ago":       ago,
-	"time":      fmtTime,
-	"ptime":     fmtPTime,
-	"pretty":    pretty,
-	"states":    weirtype.JobStates,
-	"count":     func(q *weir.QueueStats, s weirtype.JobState) int64 { return q.Counts[s] },
-	"keyLimit":  func(q *weir.QueueStats) string { return weir.QueueKeyLimit(q).String() },
+	"since":  since,
+	"ago":    ago,
+	"time":   fmtTime,
+	"ptime":  fmtPTime,
+	"pretty": pretty,
+	"states": weirtype.JobStates,
+	"count":  func(q *weir.QueueStats, s weirtype.JobState) int64 { return q.Counts[s] },
+	// keyLimit is the queue's key limit as its key and its limits, between
+	// which a narrow cell may break the line.
+	"keyLimit": func(q *weir.QueueStats) [2]string {
+		k := weir.QueueKeyLimit(q)
+		return [2]string{k.Key, strings.TrimPrefix(k.String(), k.Key+":")}
+	},
+	"rateLimit": func(q *weir.QueueStats) string {
+		return weir.RateLimit{Limit: q.RateLimit, Period: q.RatePeriod}.String()
+	},
 	"estimated": func(q *weir.QueueStats, s weirtype.JobState) bool { return q.Estimated[s] },
 	"anyEstimated": func(queues []*weir.QueueStats) bool {
 		for _, q := range queues {
@@ -166,19 +176,29 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(shown(buf.Bytes()))
+}
+
+// errorBody is what the error page says, and where it leads back to.
+type errorBody struct {
+	Message, Back, BackTo string
 }
 
 func (h *handler) errorPage(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	h.render(w, r, status, "error", http.StatusText(status), msg)
+	h.render(w, r, status, "error", http.StatusText(status), &errorBody{Message: msg, Back: info(r).base + "/", BackTo: "the overview"})
 }
 
 func (h *handler) pageFail(w http.ResponseWriter, r *http.Request, err error) {
+	h.pageFailBack(w, r, err, info(r).base+"/", "the overview")
+}
+
+// pageFailBack answers err with the error page, leading back to back.
+func (h *handler) pageFailBack(w http.ResponseWriter, r *http.Request, err error, back, backTo string) {
 	status, _, param, msg := h.classify(r, err)
 	if param != "" {
 		msg = "bad " + param + ": " + msg
 	}
-	h.errorPage(w, r, status, msg)
+	h.render(w, r, status, "error", http.StatusText(status), &errorBody{Message: msg, Back: back, BackTo: backTo})
 }
 
 type overviewBody struct {
@@ -220,6 +240,8 @@ type jobsBody struct {
 	// the id the search reached, and Next searches on from there.
 	SearchedTo int64
 	Descending bool
+	// ErrorsHidden hides the last error of each job (Options).
+	ErrorsHidden bool
 }
 
 // pageWindow bounds what one page of the job list reads, in ids from where
@@ -231,28 +253,44 @@ const pageWindow = 100_000
 
 type field struct{ Name, Value string }
 
-// jobView is a job with its args cut short for a list.
+// jobView is a job with its args and its last error cut short for a list.
 type jobView struct {
 	*weir.JobRow
 	ArgsPreview string
+	LastError   string
 }
 
-func preview(raw json.RawMessage) string {
-	s := string(raw)
+func preview(raw json.RawMessage) string { return cut(string(raw)) }
+
+// cut returns s up to 120 bytes, at a character's start, marked when cut.
+func cut(s string) string {
 	if len(s) > 120 {
-		cut := 120
-		for cut > 0 && !utf8Start(s[cut]) {
-			cut--
+		n := 120
+		for n > 0 && !utf8Start(s[n]) {
+			n--
 		}
-		s = s[:cut] + "…"
+		s = s[:n] + "…"
 	}
 	return s
+}
+
+// lastError is the first line of the job's latest error, cut short.
+func lastError(j *weir.JobRow) string {
+	if len(j.Errors) == 0 {
+		return ""
+	}
+	msg := strings.TrimSpace(j.Errors[len(j.Errors)-1].Error)
+	line, _, more := strings.Cut(msg, "\n")
+	if more {
+		line += " …"
+	}
+	return cut(line)
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
-	lq, err := parseList(r.URL.Query())
+	lq, err := h.jobList(r)
 	if err != nil {
 		h.pageFail(w, r, err)
 		return
@@ -265,11 +303,14 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 		h.pageFail(w, r, err)
 		return
 	}
-	body := &jobsBody{Q: lq, Hidden: h.hidePayloads(r), SearchedTo: res.SearchedTo, Descending: lq.params.Descending}
+	body := &jobsBody{Q: lq, Hidden: h.hidePayloads(r), ErrorsHidden: h.hideErrors(r), SearchedTo: res.SearchedTo, Descending: lq.params.Descending}
 	for _, j := range res.Jobs {
 		v := &jobView{JobRow: j}
 		if !body.Hidden {
 			v.ArgsPreview = preview(j.Args)
+		}
+		if !body.ErrorsHidden {
+			v.LastError = lastError(j)
 		}
 		body.Jobs = append(body.Jobs, v)
 	}
@@ -315,9 +356,10 @@ func (h *handler) pageJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 type jobBody struct {
-	Job    *weir.JobRow
-	Hidden bool
-	Done   string
+	Job          *weir.JobRow
+	Hidden       bool
+	ErrorsHidden bool
+	Done         string
 }
 
 func (h *handler) pageJob(w http.ResponseWriter, r *http.Request) {
@@ -332,7 +374,7 @@ func (h *handler) pageJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	done := map[string]string{"retry": "Job retried.", "cancel": "Job cancelled, or its cancel requested."}[r.URL.Query().Get("done")]
-	h.render(w, r, http.StatusOK, "job", fmt.Sprintf("Job %d", job.ID), &jobBody{Job: job, Hidden: h.hidePayloads(r), Done: done})
+	h.render(w, r, http.StatusOK, "job", fmt.Sprintf("Job %d", job.ID), &jobBody{Job: job, Hidden: h.hidePayloads(r), ErrorsHidden: h.hideErrors(r), Done: done})
 }
 
 type doneBody struct {
@@ -343,11 +385,16 @@ type doneBody struct {
 
 func (h *handler) pageJobAction(w http.ResponseWriter, r *http.Request) {
 	job, action, err := h.jobAction(r)
+	base := info(r).base
+	if id, idErr := parseID(r.PathValue("id")); err != nil && idErr == nil && !errors.Is(err, weir.ErrNotFound) {
+		// The job's page shows what it is now, and the actions that apply.
+		h.pageFailBack(w, r, err, fmt.Sprintf("%s/jobs/%d", base, id), fmt.Sprintf("job %d", id))
+		return
+	}
 	if err != nil {
 		h.pageFail(w, r, err)
 		return
 	}
-	base := info(r).base
 	if action == "delete" {
 		h.render(w, r, http.StatusOK, "done", "Job deleted",
 			&doneBody{Message: fmt.Sprintf("Job %d deleted.", job.ID), Back: base + "/jobs", BackTo: "the jobs"})

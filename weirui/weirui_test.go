@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -216,11 +217,18 @@ func TestNewHandlerRefusesOpenByDefault(t *testing.T) {
 		{"proxy without trusted", &weirui.Options{Auth: &weirui.Auth{ProxyHeader: "X-Forwarded-User"}}, "Auth.TrustedProxies", "TrustedProxies is empty"},
 		{"bad header", &weirui.Options{Auth: &weirui.Auth{ProxyHeader: "X User",
 			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}}}, "Auth.ProxyHeader", "not a header name"},
-		{"bad base path", &weirui.Options{AllowAnonymous: true, BasePath: "weir/"}, "Options.BasePath", "BasePath"},
+		{"bad base path", &weirui.Options{AllowAnonymous: true, BasePath: "weir/"}, "Options.BasePath", `Options.BasePath "weir/" is not a path such as /weir`},
+		{"root base path", &weirui.Options{AllowAnonymous: true, BasePath: "/"}, "Options.BasePath", `"/" is not a path`},
+		{"host as base path", &weirui.Options{AllowAnonymous: true, BasePath: "//evil.example"}, "Options.BasePath", `"//evil.example" is not a path`},
+		{"dot-dot base path", &weirui.Options{AllowAnonymous: true, BasePath: "/weir/.."}, "Options.BasePath", `"/weir/.." is not a path`},
+		{"dot base path", &weirui.Options{AllowAnonymous: true, BasePath: "/./weir"}, "Options.BasePath", `"/./weir" is not a path`},
 		{"short key", &weirui.Options{AllowAnonymous: true, CSRFKey: []byte("short")}, "Options.CSRFKey", "CSRFKey"},
 		{"bad hash", &weirui.Options{Auth: &weirui.Auth{Users: []weirui.User{{Role: weirui.RoleViewer, Name: "a", PasswordHash: "plain"}}}}, "Auth.Users[0]", "pbkdf2-sha256"},
 		{"anonymous and auth", &weirui.Options{Auth: testAuth(), AllowAnonymous: true}, "Options.AllowAnonymous", "set one of them"},
 		{"no role", &weirui.Options{Auth: &weirui.Auth{Tokens: []weirui.Token{{}}}}, "Auth.Tokens[0]", "role none"},
+		{"bad failed logins", &weirui.Options{AllowAnonymous: true, FailedLogins: weir.RateLimit{Limit: 5}}, "Options.FailedLogins", "5/0s"},
+		{"negative failed logins", &weirui.Options{AllowAnonymous: true, FailedLogins: weir.RateLimit{Limit: -1, Period: time.Minute}}, "Options.FailedLogins", "positive"},
+		{"errors without hidden payloads", &weirui.Options{AllowAnonymous: true, ShowErrorsToViewers: true}, "Options.ShowErrorsToViewers", "needs Options.HidePayloadsFromViewers"},
 	} {
 		_, err := weirui.NewHandler(e.client, tc.opts)
 		inv, ok := errors.AsType[*weirui.InvalidError](err)
@@ -245,21 +253,48 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 		e.do(t, "GET", "/api/v1/jobs", nil, bearer(viewerToken)),
 		e.do(t, "GET", "/static/style.css", nil, bearer(viewerToken)),
 	} {
-		csp := r.header.Get("Content-Security-Policy")
-		for _, want := range []string{"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"} {
-			if !strings.Contains(csp, want) {
-				t.Errorf("CSP %q lacks %q", csp, want)
-			}
+		// The whole policy, directive by directive: one dropped, added or
+		// loosened fails the test.
+		want := map[string]string{
+			"default-src": "'self'", "script-src": "'self'", "style-src": "'self'", "img-src": "'self'",
+			"object-src": "'none'", "base-uri": "'none'", "form-action": "'self'", "frame-ancestors": "'none'",
 		}
-		if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Referrer-Policy") == "" {
-			t.Errorf("headers: %v", r.header)
+		if got := r.header.Values("Content-Security-Policy"); len(got) != 1 || !maps.Equal(cspDirectives(got[0]), want) {
+			t.Errorf("Content-Security-Policy %q, want the directives %v", got, want)
+		}
+		for name, want := range map[string]string{
+			"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY",
+			"Cross-Origin-Opener-Policy": "same-origin", "Cache-Control": "no-store",
+		} {
+			if got := r.header.Values(name); len(got) != 1 || got[0] != want {
+				t.Errorf("%s: %q, want %q", name, got, want)
+			}
 		}
 	}
 }
 
+// cspDirectives reads a Content-Security-Policy into its directives and
+// their values; a directive named twice is kept as "twice".
+func cspDirectives(policy string) map[string]string {
+	out := map[string]string{}
+	for d := range strings.SplitSeq(policy, ";") {
+		name, value, _ := strings.Cut(strings.TrimSpace(d), " ")
+		if name == "" {
+			continue
+		}
+		if _, dup := out[name]; dup {
+			value = "twice"
+		}
+		out[name] = strings.Join(strings.Fields(value), " ")
+	}
+	return out
+}
+
 func TestUnauthenticatedRefused(t *testing.T) {
 	t.Parallel()
-	e := setup(t, nil, nil)
+	// Its many failed logins come from one address: the limit is raised
+	// (TestLoginThrottle tests it).
+	e := setup(t, &weirui.Options{Auth: testAuth(), FailedLogins: weir.RateLimit{Limit: 1000, Period: time.Minute}}, nil)
 	job := e.insert(t, textArgs{Text: "a"}, nil)
 	for _, path := range []string{"/", "/jobs", "/jobs/" + strconv.FormatInt(job.ID, 10), "/queues", "/periodic", "/clients",
 		"/api/v1/jobs", "/api/v1/queues", "/api/v1/session", "/api/v1/clients", "/static/style.css"} {
@@ -481,7 +516,7 @@ func TestOperatorMutates(t *testing.T) {
 	if r := e.do(t, "GET", "/api/v1/queues", nil, otto); !strings.Contains(r.body, `"key_limit": {`) || !strings.Contains(r.body, `"key": "args.customer_id"`) {
 		t.Errorf("queues with a key limit: %s", r.body)
 	}
-	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, "<code>args.customer_id:2</code>") {
+	if r := e.do(t, "GET", "/queues", nil, otto); !strings.Contains(r.body, "<code>args.customer_id:<wbr>2</code>") {
 		t.Errorf("queues page with a key limit: %s", r.body)
 	}
 	// Schedules: none is registered.
@@ -864,20 +899,105 @@ func TestJobDetail(t *testing.T) {
 	}
 }
 
+// TestHidePayloadsFromViewers: under HidePayloadsFromViewers a viewer sees
+// no args, metadata, errors or traces (an error quotes its job's data: an
+// address an SMTP server refused), on the pages or in the API, and may not
+// search (q matches the args: one guess at a time would recover them);
+// an operator sees and searches everything. ShowErrorsToViewers gives the
+// viewer the errors and traces back, and still no args or search.
 func TestHidePayloadsFromViewers(t *testing.T) {
 	t.Parallel()
 	e := setup(t, &weirui.Options{Auth: testAuth(), HidePayloadsFromViewers: true}, nil)
 	job := e.insert(t, textArgs{Text: "secret-arg"}, &weir.InsertOpts{Metadata: json.RawMessage(`{"k":"secret-meta"}`)})
-	id := strconv.FormatInt(job.ID, 10)
-	for _, path := range []string{"/jobs", "/jobs/" + id, "/api/v1/jobs", "/api/v1/jobs/" + id} {
-		r := e.do(t, "GET", path, nil, bearer(viewerToken))
-		if r.status != 200 || strings.Contains(r.body, "secret-") {
-			t.Errorf("viewer GET %s: %d, payload shown: %v", path, r.status, strings.Contains(r.body, "secret-"))
+	w := weirtest.NewWorker(t, e.driver, &weir.Config{}, weir.WorkFunc(func(ctx context.Context, j *weir.Job[textArgs]) error {
+		if j.Args.Text == "panic" {
+			panic("secret-panic")
 		}
-		r = e.do(t, "GET", path, nil, bearer(operatorToken))
-		if r.status != 200 || !strings.Contains(r.body, "secret-arg") {
+		return errors.New("550 secret-err: no mailbox ada@example.com")
+	}))
+	failed, err := w.Work(t.Context(), nil, textArgs{Text: "secret-failed"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	panicked, err := w.Work(t.Context(), nil, textArgs{Text: "panic"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(panicked.Job.Errors) != 1 || panicked.Job.Errors[0].Trace == "" {
+		t.Fatalf("the panic recorded no trace: %+v", panicked.Job.Errors)
+	}
+	// A line of the trace that names no secret: the trace is hidden whole.
+	traceLine := "weirui_test.TestHidePayloadsFromViewers"
+	var paths []string
+	for _, id := range []int64{job.ID, failed.Job.ID, panicked.Job.ID} {
+		paths = append(paths, "/jobs/"+strconv.FormatInt(id, 10), "/api/v1/jobs/"+strconv.FormatInt(id, 10))
+	}
+	paths = append(paths, "/jobs", "/api/v1/jobs", "/jobs?state=retryable", "/api/v1/jobs?state=retryable")
+	for _, path := range paths {
+		r := e.do(t, "GET", path, nil, bearer(viewerToken))
+		if r.status != 200 || strings.Contains(r.body, "secret-") || strings.Contains(r.body, "ada@example.com") || strings.Contains(r.body, traceLine) {
+			t.Errorf("viewer GET %s: %d, payload shown: %s", path, r.status, r.body)
+		}
+	}
+	for _, path := range paths[:6] {
+		r := e.do(t, "GET", path, nil, bearer(operatorToken))
+		if r.status != 200 || !strings.Contains(r.body, "secret-") {
 			t.Errorf("operator GET %s: %d, payload hidden", path, r.status)
 		}
+	}
+	if r := e.do(t, "GET", "/jobs/"+strconv.FormatInt(panicked.Job.ID, 10), nil, bearer(operatorToken)); !strings.Contains(r.body, traceLine) {
+		t.Errorf("the operator's job page shows no trace: %s", r.body)
+	}
+	// The viewer's API job says what is hidden, and keeps the attempts' times.
+	var vj struct {
+		PayloadsHidden bool `json:"payloads_hidden"`
+		ErrorsHidden   bool `json:"errors_hidden"`
+		Errors         []map[string]any
+	}
+	if err := json.Unmarshal([]byte(e.do(t, "GET", "/api/v1/jobs/"+strconv.FormatInt(failed.Job.ID, 10), nil, bearer(viewerToken)).body), &vj); err != nil {
+		t.Fatal(err)
+	}
+	if !vj.PayloadsHidden || !vj.ErrorsHidden || len(vj.Errors) != 1 || vj.Errors[0]["attempt"] != 1.0 || vj.Errors[0]["at"] == nil || vj.Errors[0]["error"] != nil {
+		t.Errorf("the viewer's job: %+v", vj)
+	}
+
+	// Search: refused to the viewer, whatever it would match; the operator's works.
+	for _, path := range []string{"/api/v1/jobs?q=s", "/api/v1/jobs?q=text", "/api/v1/jobs?q=secret-arg&id=" + strconv.FormatInt(job.ID, 10)} {
+		r := e.do(t, "GET", path, nil, bearer(viewerToken))
+		if code, param, msg := apiErr(t, r); r.status != http.StatusForbidden || code != "forbidden" || param != "q" || !strings.Contains(msg, "hidden") {
+			t.Errorf("viewer GET %s: %d %s", path, r.status, r.body)
+		}
+	}
+	if r := e.do(t, "GET", "/jobs?q=s", nil, basic("vera", viewerPassword)); r.status != http.StatusForbidden || strings.Contains(r.body, "secret-") {
+		t.Errorf("viewer's page search: %d %s", r.status, r.body)
+	}
+	if r := e.do(t, "GET", "/jobs", nil, basic("vera", viewerPassword)); strings.Contains(r.body, `name="q"`) {
+		t.Error("the viewer's job list offers the search")
+	}
+	if r := e.do(t, "GET", "/api/v1/jobs?q=secret-arg", nil, bearer(operatorToken)); r.status != 200 || !strings.Contains(r.body, "secret-arg") {
+		t.Errorf("operator's search: %d %s", r.status, r.body)
+	}
+	if r := e.do(t, "GET", "/jobs", nil, basic("otto", operatorPassword)); !strings.Contains(r.body, `name="q"`) {
+		t.Error("the operator's job list does not offer the search")
+	}
+
+	// ShowErrorsToViewers: errors and traces, still no args and no search.
+	shown := setup(t, &weirui.Options{Auth: testAuth(), HidePayloadsFromViewers: true, ShowErrorsToViewers: true}, nil)
+	w = weirtest.NewWorker(t, shown.driver, &weir.Config{}, weir.WorkFunc(func(ctx context.Context, j *weir.Job[textArgs]) error {
+		panic("visible-panic")
+	}))
+	res, err := w.Work(t.Context(), nil, textArgs{Text: "secret-arg"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/jobs/" + strconv.FormatInt(res.Job.ID, 10), "/api/v1/jobs/" + strconv.FormatInt(res.Job.ID, 10)} {
+		r := shown.do(t, "GET", path, nil, bearer(viewerToken))
+		if r.status != 200 || strings.Contains(r.body, "secret-") || !strings.Contains(r.body, "visible-panic") || !strings.Contains(r.body, traceLine) {
+			t.Errorf("viewer GET %s with ShowErrorsToViewers: %d %s", path, r.status, r.body)
+		}
+	}
+	if r := shown.do(t, "GET", "/api/v1/jobs?q=s", nil, bearer(viewerToken)); r.status != http.StatusForbidden {
+		t.Errorf("viewer's search with ShowErrorsToViewers: %d", r.status)
 	}
 }
 
@@ -903,6 +1023,25 @@ func TestTrustedProxyHeader(t *testing.T) {
 	}
 	if r := e.do(t, "POST", "/api/v1/jobs/"+strconv.FormatInt(job.ID, 10)+"/cancel", nil, as("olga")); r.status != 403 {
 		t.Errorf("proxy user without CSRF token: %d", r.status)
+	}
+	// A proxy that appends its header to the client's, rather than replacing
+	// it, would let the client name itself: a request with the header more
+	// than once is refused, whichever value comes first, even with a token.
+	twice := func(first, second string) cred {
+		return func(r *http.Request) {
+			r.Header.Add("X-Forwarded-User", first)
+			r.Header.Add("X-Forwarded-User", second)
+		}
+	}
+	for _, c := range []cred{twice("olga", "val"), twice("val", "olga"), twice("olga", "olga"), twice("", "olga"),
+		func(r *http.Request) { twice("olga", "val")(r); bearer("x")(r) }} {
+		r := e.do(t, "GET", "/api/v1/session", nil, c)
+		if code, _, msg := apiErr(t, r); r.status != http.StatusBadRequest || code != "bad_request" || !strings.Contains(msg, "X-Forwarded-User") {
+			t.Errorf("the header twice: %d %s", r.status, r.body)
+		}
+	}
+	if r := e.do(t, "GET", "/jobs", nil, twice("val", "olga")); r.status != http.StatusBadRequest || strings.Contains(r.body, "olga (operator)") {
+		t.Errorf("the header twice, a page: %d", r.status)
 	}
 
 	// From an address that is not a trusted proxy, the header is ignored.
@@ -1104,5 +1243,28 @@ func TestListWindow(t *testing.T) {
 		if r := e.do(t, "GET", "/api/v1/jobs?window="+bad, nil, v); r.status != 400 || !strings.Contains(r.body, `"parameter": "window"`) {
 			t.Errorf("window %q: %d %s", bad, r.status, r.body)
 		}
+	}
+}
+
+// TestJobActionConflictPage: an action that no longer applies (a Cancel
+// posted from a page opened before the job ended) answers 409 with what is
+// wrong and a link back to the job's page, which shows its state now.
+func TestJobActionConflictPage(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, nil)
+	job := e.insert(t, textArgs{Text: "a"}, nil)
+	if _, err := e.client.JobCancel(t.Context(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	otto := basic("otto", operatorPassword)
+	id := strconv.FormatInt(job.ID, 10)
+	r := e.do(t, "POST", "/jobs/"+id+"/cancel", url.Values{"csrf": {e.csrf(t, otto)}}, otto)
+	if r.status != http.StatusConflict || !strings.Contains(r.body, "the job is final") ||
+		!strings.Contains(r.body, `<a href="/jobs/`+id+`">Back to job `+id+`</a>`) {
+		t.Errorf("cancel of a final job: %d %s", r.status, r.body)
+	}
+	r = e.do(t, "POST", "/jobs/999999/cancel", url.Values{"csrf": {e.csrf(t, otto)}}, otto)
+	if r.status != http.StatusNotFound || !strings.Contains(r.body, `<a href="/">Back to the overview</a>`) {
+		t.Errorf("cancel of no job: %d %s", r.status, r.body)
 	}
 }

@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
+	"github.com/weirq/weir"
 	"github.com/weirq/weir/weirmigrate"
 	"github.com/weirq/weir/weirui"
 )
@@ -34,8 +36,8 @@ func serveUsage(w io.Writer) {
 
     weir serve [--database-url URL] [--schema NAME] [--addr HOST:PORT]
                [--auth-file PATH] [--trust-proxy-header NAME --trusted-proxy CIDR,...]
-               [--hide-payloads] [--base-path /PREFIX] [--tls-cert FILE --tls-key FILE]
-               [--metrics-public]
+               [--hide-payloads [--show-errors-to-viewers]] [--base-path /PREFIX]
+               [--tls-cert FILE --tls-key FILE] [--metrics-public] [--login-failures N/PERIOD]
     weir serve --hash-password < password
 
 serve runs the operations dashboard (pages and the JSON API under /api/v1/, see
@@ -54,9 +56,17 @@ operator (also retries, cancels, deletes, pauses, resumes, triggers):
     viewer:user:NAME:HASH          HASH: weir serve --hash-password
     operator:proxy-user:NAME       a user --trust-proxy-header names
 
+The auth file must not be writable by its group or others (any local user
+could add an operator): serve refuses it unless --allow-writable-auth-file.
+
 --trust-proxy-header takes the user from a header that a reverse proxy sets,
 on requests from --trusted-proxy addresses only; users not in the auth file
-get --proxy-role.
+get --proxy-role. A request that carries the header twice is refused.
+
+The audit log goes to stderr: a line for each change (who, what, the result;
+refused ones too) and each failed login, never a password or token. After
+--login-failures failed logins from one address, its requests with
+credentials get 429 until it may try again.
 
 Without any authentication serve listens on a loopback address only, and every
 request is an operator's; any other address is refused.
@@ -75,11 +85,15 @@ type serveOpts struct {
 	trustedProxies string
 	proxyRole      string
 	hidePayloads   bool
+	showErrors     bool
 	basePath       string
 	tlsCert        string
 	tlsKey         string
 	hashPassword   bool
 	metricsPublic  bool
+	// writableAuth accepts an auth file that its group or others may write.
+	writableAuth  bool
+	loginFailures string
 }
 
 func serveFlags() (*flag.FlagSet, *serveOpts) {
@@ -91,12 +105,15 @@ func serveFlags() (*flag.FlagSet, *serveOpts) {
 	fs.StringVar(&o.proxyHeader, "trust-proxy-header", "", "take the user from header `NAME` (such as X-Forwarded-User) on requests from --trusted-proxy")
 	fs.StringVar(&o.trustedProxies, "trusted-proxy", "", "the reverse proxies' `ADDRESSES`: IPs or CIDR prefixes, comma-separated")
 	fs.StringVar(&o.proxyRole, "proxy-role", "viewer", "`ROLE` of a proxy user the auth file does not list: viewer, operator or none")
-	fs.BoolVar(&o.hidePayloads, "hide-payloads", false, "hide jobs' args, metadata, output and progress from viewers")
+	fs.BoolVar(&o.hidePayloads, "hide-payloads", false, "hide jobs' args, metadata, output, progress, errors and traces from viewers, and refuse them the search by args")
+	fs.BoolVar(&o.showErrors, "show-errors-to-viewers", false, "with --hide-payloads, show viewers the errors and traces still")
 	fs.StringVar(&o.basePath, "base-path", "", "serve the dashboard under `/PREFIX`, such as /weir (a proxy forwards the prefix unchanged)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with the certificate in `FILE` (PEM; with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the private key of --tls-cert, in `FILE` (PEM)")
 	fs.BoolVar(&o.hashPassword, "hash-password", false, "read a password on standard input, print its hash for the auth file, and exit")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve /metrics without credentials, beside /healthz, instead of behind the dashboard's authentication")
+	fs.BoolVar(&o.writableAuth, "allow-writable-auth-file", false, "serve with an auth file that its group or others may write, with a warning")
+	fs.StringVar(&o.loginFailures, "login-failures", "10/1m", "allow `N/PERIOD` failed logins from one client address: N in a row, then one each PERIOD/N")
 	return fs, o
 }
 
@@ -108,15 +125,23 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if o.hashPassword {
 		return hashPassword(e)
 	}
-	auth, err := o.auth(e, fs)
+	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
+	auth, err := o.auth(e, fs, logger)
 	if err != nil {
 		return err
 	}
-	if o.basePath != "" && (!strings.HasPrefix(o.basePath, "/") || strings.HasSuffix(o.basePath, "/")) {
-		return usagef("serve: --base-path %q must start with a slash and not end with one, such as /weir", o.basePath)
+	if err := weirui.CheckBasePath(o.basePath); err != nil {
+		return usagef("serve: --base-path %v", err)
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		return usagef("serve: --tls-cert and --tls-key go together")
+	}
+	if o.showErrors && !o.hidePayloads {
+		return usagef("serve: --show-errors-to-viewers needs --hide-payloads: without it viewers see the errors anyway")
+	}
+	loginFailures, err := weir.ParseRateLimit(o.loginFailures)
+	if err != nil || loginFailures.Limit == 0 {
+		return usagef("serve: --login-failures %q is not N/PERIOD with N from 1 to 1000000, such as 10/1m", o.loginFailures)
 	}
 	anonymous := auth == nil
 	if anonymous {
@@ -135,11 +160,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeDB()
-	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
 	metrics, countRequests := newMetrics(client, logger)
 	uiOpts := &weirui.Options{
 		Auth: auth, AllowAnonymous: anonymous, HidePayloadsFromViewers: o.hidePayloads,
-		Logger: logger,
+		ShowErrorsToViewers: o.showErrors, FailedLogins: loginFailures, Logger: logger,
 	}
 	if !o.metricsPublic {
 		uiOpts.Metrics = metrics
@@ -241,20 +265,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 }
 
 // auth reads the auth file and the proxy flags; nil when none is given.
-func (o *serveOpts) auth(e *env, fs *flag.FlagSet) (*weirui.Auth, error) {
+func (o *serveOpts) auth(e *env, fs *flag.FlagSet, logger *slog.Logger) (*weirui.Auth, error) {
 	if !isSet(fs, "auth-file") {
 		o.authFile = e.getenv(envAuthFile)
 	}
 	var auth *weirui.Auth
 	if o.authFile != "" {
-		f, err := os.Open(o.authFile)
-		if err != nil {
-			return nil, usagef("serve: --auth-file: %v", err)
-		}
-		auth, err = weirui.ParseAuthFile(f)
-		f.Close()
-		if err != nil {
-			return nil, usagef("serve: --auth-file %s: %v", o.authFile, err)
+		var err error
+		if auth, err = o.readAuthFile(logger); err != nil {
+			return nil, err
 		}
 		if len(auth.Tokens) == 0 && len(auth.Users) == 0 && o.proxyHeader == "" {
 			return nil, usagef("serve: --auth-file %s holds no token and no user", o.authFile)
@@ -292,6 +311,33 @@ func (o *serveOpts) auth(e *env, fs *flag.FlagSet) (*weirui.Auth, error) {
 	}
 	if err := auth.Validate(); err != nil {
 		return nil, uiErr(err)
+	}
+	return auth, nil
+}
+
+// readAuthFile reads --auth-file. A file that its group or others may write
+// is refused, or with --allow-writable-auth-file read with a warning: anyone
+// who may write it can make themselves an operator.
+func (o *serveOpts) readAuthFile(logger *slog.Logger) (*weirui.Auth, error) {
+	f, err := os.Open(o.authFile)
+	if err != nil {
+		return nil, usagef("serve: --auth-file: %v", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, usagef("serve: --auth-file: %v", err)
+	}
+	if mode := info.Mode().Perm(); mode&0o022 != 0 && runtime.GOOS != "windows" {
+		what := fmt.Sprintf("--auth-file %s is writable by its group or others (mode %04o): any of them could add an operator", o.authFile, mode)
+		if !o.writableAuth {
+			return nil, usagef("serve: %s; run chmod go-w on it, or pass --allow-writable-auth-file", what)
+		}
+		logger.Warn("weir serve: " + what + "; served anyway (--allow-writable-auth-file)")
+	}
+	auth, err := weirui.ParseAuthFile(f)
+	if err != nil {
+		return nil, usagef("serve: --auth-file %s: %v", o.authFile, err)
 	}
 	return auth, nil
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,7 +72,16 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--proxy-role", "operator"}, []string{"--proxy-role needs --trust-proxy-header"}},
 		{[]string{"--auth-file", good, "--base-path", "weir"}, []string{"--base-path"}},
 		{[]string{"--auth-file", good, "--base-path", "/weir/"}, []string{"--base-path"}},
+		{[]string{"--auth-file", good, "--base-path", "//evil.example"}, []string{`--base-path "//evil.example" is not a path such as /weir`}},
+		{[]string{"--auth-file", good, "--base-path", "/weir/.."}, []string{`--base-path "/weir/.." is not a path`}},
+		{[]string{"--auth-file", good, "--base-path", "/a/./b"}, []string{`--base-path "/a/./b" is not a path`}},
+		{[]string{"--auth-file", good, "--base-path", "/a//b"}, []string{`--base-path "/a//b" is not a path`}},
+		{[]string{"--auth-file", good, "--base-path", "/"}, []string{`--base-path "/" is not a path`}},
 		{[]string{"--auth-file", good, "--tls-cert", "c.pem"}, []string{"--tls-cert and --tls-key"}},
+		{[]string{"--auth-file", good, "--show-errors-to-viewers"}, []string{"--show-errors-to-viewers needs --hide-payloads"}},
+		{[]string{"--auth-file", good, "--login-failures", "none"}, []string{`--login-failures "none"`, "N/PERIOD"}},
+		{[]string{"--auth-file", good, "--login-failures", "0/1m"}, []string{`--login-failures "0/1m"`}},
+		{[]string{"--auth-file", good, "--login-failures", "10"}, []string{`--login-failures "10"`}},
 		{[]string{"--addr", "127.0.0.1:0", "--hide-payloads", "extra"}, []string{"unexpected argument"}},
 	} {
 		r := runWeir(t, env, append([]string{"serve"}, tc.args...)...)
@@ -82,6 +93,93 @@ func TestServeBadFlags(t *testing.T) {
 	// $WEIR_AUTH_FILE is read when --auth-file is not given.
 	r := runWeir(t, map[string]string{envDatabaseURL: env[envDatabaseURL], envAuthFile: bad}, "serve")
 	wantFailure(t, r, exitUsage, "--auth-file "+bad)
+}
+
+// TestServeAuthFileMode: an auth file that its group or others may write
+// (where any local user could add an operator) is refused before the
+// database is opened, unless --allow-writable-auth-file, which serves with a
+// warning on stderr.
+func TestServeAuthFileMode(t *testing.T) {
+	t.Parallel()
+	path := viewerAuthFile(t, "secret-token")
+	env := map[string]string{envDatabaseURL: "postgres://nobody@127.0.0.1:1/none"}
+	for _, mode := range []os.FileMode{0o666, 0o620, 0o602, 0o660} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		r := runWeir(t, env, "serve", "--auth-file", path)
+		wantFailure(t, r, exitUsage, "--auth-file "+path+" is writable by its group or others", fmt.Sprintf("mode %04o", mode), "chmod go-w", "--allow-writable-auth-file")
+		r = runWeir(t, map[string]string{envDatabaseURL: env[envDatabaseURL], envAuthFile: path}, "serve")
+		wantFailure(t, r, exitUsage, "--auth-file "+path+" is writable by its group or others")
+	}
+
+	schema := dbtest.Schema(t)
+	migrateUp(t, schema)
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	env = map[string]string{envDatabaseURL: dbtest.URL()}
+	base, log := servingLog(t, env, "--schema", schema, "--addr", "127.0.0.1:0", "--auth-file", path, "--allow-writable-auth-file")
+	if code, _ := get(t, base+"/api/v1/session", "Authorization", "Bearer secret-token"); code != 200 {
+		t.Errorf("with --allow-writable-auth-file: %d", code)
+	}
+	if got := log.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "is writable by its group or others") || !strings.Contains(got, path) {
+		t.Errorf("no warning on stderr: %q", got)
+	}
+	// Its owner's alone (0644, 0600) is served without a word.
+	for _, mode := range []os.FileMode{0o644, 0o600, 0o400} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		base, log := servingLog(t, env, "--schema", schema, "--addr", "127.0.0.1:0", "--auth-file", path)
+		if code, _ := get(t, base+"/api/v1/session", "Authorization", "Bearer secret-token"); code != 200 {
+			t.Errorf("mode %04o: %d", mode, code)
+		}
+		if got := log.String(); strings.Contains(got, "writable") {
+			t.Errorf("mode %04o: %q", mode, got)
+		}
+	}
+}
+
+// TestServeAuditLog: weir serve writes the audit log to stderr: a change
+// with its user, client and result, a failed login, never the token.
+func TestServeAuditLog(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	migrateUp(t, schema)
+	sum := sha256.Sum256([]byte("operator-secret"))
+	path := filepath.Join(t.TempDir(), "auth")
+	if err := os.WriteFile(path, []byte("operator:token:sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{envDatabaseURL: dbtest.URL()}
+	base, log := servingLog(t, env, "--schema", schema, "--addr", "127.0.0.1:0", "--auth-file", path, "--login-failures", "2/1h")
+	if code, body := post(t, base+"/api/v1/queues/mail/pause", "Authorization", "Bearer operator-secret"); code != 200 {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	for range 2 {
+		if code, _ := get(t, base+"/api/v1/jobs", "Authorization", "Bearer wrong-secret"); code != 401 {
+			t.Errorf("a wrong token: %d", code)
+		}
+	}
+	// --login-failures 2/1h: the third try waits 30 minutes.
+	code, _, header := getHeader(t, base+"/api/v1/jobs", "Authorization", "Bearer operator-secret")
+	if code != http.StatusTooManyRequests || header.Get("Retry-After") != "1800" {
+		t.Errorf("after 2 failures: %d, Retry-After %q", code, header.Get("Retry-After"))
+	}
+	got := log.String()
+	for _, want := range []string{
+		`msg="weirui: change" user="token `, "role=operator client=127.0.0.1 method=POST path=/api/v1/queues/mail/pause action=queue.pause queue=mail status=200 result=ok",
+		`msg="weirui: login failed" client=127.0.0.1 method=GET path=/api/v1/jobs scheme=bearer reason="unknown token"`,
+		`msg="weirui: failed logins throttled" client=127.0.0.1`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "secret") {
+		t.Errorf("stderr holds a token:\n%s", got)
+	}
 }
 
 func TestServeHashPassword(t *testing.T) {
@@ -102,7 +200,8 @@ func TestServeHelp(t *testing.T) {
 	t.Parallel()
 	r := runWeir(t, nil, "help", "serve")
 	wantOK(t, r)
-	for _, s := range []string{"weir serve", "-addr", "-auth-file", "-trust-proxy-header", "-trusted-proxy", "-hash-password", "sha256sum", "/healthz", "/readyz", "/metrics", "-metrics-public"} {
+	for _, s := range []string{"weir serve", "-addr", "-auth-file", "-trust-proxy-header", "-trusted-proxy", "-hash-password", "sha256sum", "/healthz", "/readyz", "/metrics", "-metrics-public",
+		"-show-errors-to-viewers", "-login-failures", "-allow-writable-auth-file", "audit log"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("help does not mention %q", s)
 		}
@@ -112,12 +211,37 @@ func TestServeHelp(t *testing.T) {
 // serving runs weir serve until the test ends and returns its base URL.
 func serving(t *testing.T, env map[string]string, args ...string) string {
 	t.Helper()
+	base, _ := servingLog(t, env, args...)
+	return base
+}
+
+// lockedBuffer is a buffer that a server writes while a test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// servingLog is serving, and returns what weir serve writes on stderr too.
+func servingLog(t *testing.T, env map[string]string, args ...string) (string, *lockedBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	var stderr strings.Builder
+	stderr := &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		code := run(ctx, append([]string{"serve"}, args...), strings.NewReader(""), pw, &stderr, func(k string) string { return env[k] })
+		code := run(ctx, append([]string{"serve"}, args...), strings.NewReader(""), pw, stderr, func(k string) string { return env[k] })
 		pw.Close()
 		done <- code
 	}()
@@ -137,14 +261,33 @@ func serving(t *testing.T, env map[string]string, args ...string) string {
 		t.Fatalf("weir serve: %q", line)
 	}
 	base, _, _ := strings.Cut(rest, " ")
-	return strings.TrimSuffix(base, "/")
+	return strings.TrimSuffix(base, "/"), stderr
 }
 
 func get(t *testing.T, url string, header ...string) (int, string) {
 	t.Helper()
+	code, body, _ := send(t, "GET", url, header...)
+	return code, body
+}
+
+func getHeader(t *testing.T, url string, header ...string) (int, string, http.Header) {
+	t.Helper()
+	return send(t, "GET", url, header...)
+}
+
+func post(t *testing.T, url string, header ...string) (int, string) {
+	t.Helper()
+	code, body, _ := send(t, "POST", url, header...)
+	return code, body
+}
+
+// send sends a request without a body, with the header's name-value pairs
+// ("Host" sets the Host), and returns the answer.
+func send(t *testing.T, method, url string, header ...string) (int, string, http.Header) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +307,7 @@ func get(t *testing.T, url string, header ...string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.StatusCode, string(b)
+	return res.StatusCode, string(b), res.Header
 }
 
 // viewerAuthFile writes an auth file that gives token a viewer's role.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/weirq/weir/internal/safetext"
 )
 
 // termSafe returns s with everything a terminal would act on, rather than
@@ -51,22 +53,9 @@ func termSafe(s string) string {
 	return b.String()
 }
 
-// unsafeRune reports whether a terminal acts on r rather than showing it.
-func unsafeRune(r rune) bool {
-	switch {
-	case r < 0x20, r >= 0x7f && r <= 0x9f: // C0, DEL, C1
-		return true
-	case r == 0x061c, r == 0x200e, r == 0x200f: // bidi marks
-		return true
-	case r >= 0x202a && r <= 0x202e: // bidi embeddings and overrides
-		return true
-	case r >= 0x2066 && r <= 0x2069: // bidi isolates
-		return true
-	case r == 0x2028, r == 0x2029: // line and paragraph separators
-		return true
-	}
-	return false
-}
+// unsafeRune reports whether a terminal acts on r rather than showing it: the
+// rule the dashboard's pages share.
+func unsafeRune(r rune) bool { return safetext.Unsafe(r) }
 
 // termSafeBlock is termSafe for text shown over several lines, such as an
 // error and its trace: it keeps the line breaks and tabs (a trace indents

@@ -13,10 +13,12 @@ import (
 // toolPackages are the internal packages that the dashboard and the command may
 // import: tools, not the engine. weirbench is the benchmark engine of `weir
 // bench` (and of the comparison module); pgcluster starts a throwaway cluster or
-// a PgBouncer for `weir bench` and `weir soak`.
+// a PgBouncer for `weir bench` and `weir soak`; safetext is the rule for
+// text a display acts on, which the command's tables and the pages share.
 var toolPackages = map[string]bool{
 	"github.com/weirq/weir/internal/weirbench": true,
 	"github.com/weirq/weir/internal/pgcluster": true,
+	"github.com/weirq/weir/internal/safetext":  true,
 }
 
 // TestFrontEndsUsePublicAPI checks that weirui and cmd/weir (the command's own

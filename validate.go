@@ -33,8 +33,9 @@ func formatTime(t time.Time) string {
 // from SQLite, in valid JSON text: NUL characters (\u0000), invalid UTF-8 and
 // unpaired UTF-16 surrogate escapes, and objects with a key twice (jsonb keeps
 // the last, SQLite's text keeps both); and numbers outside float64's range
-// (1e400), which both store but no Go handler can decode. It reads the bytes once and keeps its
-// buffers from call to call, so that checking a 100k-job batch allocates little.
+// (1e400), which both store but no Go handler can decode. It reads the bytes
+// once and keeps its buffers from call to call, so that checking a 100k-job
+// batch allocates little.
 type jsonChecker struct {
 	frames []jsonFrame
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/weirq/weir/internal/clock"
 	"github.com/weirq/weir/weirdriver"
 	"github.com/weirq/weir/weirtype"
 )
@@ -53,14 +54,6 @@ func Key(name string, slot time.Time) []byte {
 	return h.Sum(nil)
 }
 
-// Clock is the time the firing loop reads and waits on.
-type Clock struct {
-	// Now returns the current time.
-	Now func() time.Time
-	// After returns a channel that receives once d has passed.
-	After func(d time.Duration) <-chan time.Time
-}
-
 // Config is what a Firer works with.
 type Config struct {
 	// Exec runs the firer's statements.
@@ -78,8 +71,9 @@ type Config struct {
 	// transaction, and returns its id, or 0 when the slot inserts nothing.
 	// Its error fails the fire: nothing of it is written.
 	Insert func(ctx context.Context, tx weirdriver.ExecutorTx, name string, slot time.Time) (int64, error)
-	// Clock is the real clock when its fields are nil.
-	Clock Clock
+	// Clock is the time the firing loop reads and waits on; nil is the
+	// system's.
+	Clock clock.Clock
 }
 
 // Firer registers and fires a client's schedules.
@@ -90,12 +84,7 @@ type Firer struct {
 
 // New returns a firer of cfg's schedules.
 func New(cfg Config) *Firer {
-	if cfg.Clock.Now == nil {
-		cfg.Clock.Now = time.Now
-	}
-	if cfg.Clock.After == nil {
-		cfg.Clock.After = time.After
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	jobs := make(map[string]*Job, len(cfg.Jobs))
 	for _, j := range cfg.Jobs {
 		jobs[j.Name] = j
@@ -115,10 +104,12 @@ func (f *Firer) Run(ctx context.Context) {
 	for {
 		var sleep time.Duration
 		sleep, skew = f.pass(ctx, skew)
+		timer := f.cfg.Clock.NewTimer(max(sleep, time.Millisecond))
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-f.cfg.Clock.After(max(sleep, time.Millisecond)):
+		case <-timer.C():
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirq/weir/internal/clock"
 	"github.com/weirq/weir/internal/dbtest"
 	"github.com/weirq/weir/internal/teststore"
 	"github.com/weirq/weir/weirdriver"
@@ -50,12 +51,14 @@ func (in *inserts) insert(ctx context.Context, tx weirdriver.ExecutorTx, name st
 	return res[0].Job.ID, nil
 }
 
-// firer returns a firer of jobs on exec whose clock reads now().
-func firer(exec weirdriver.Executor, in *inserts, now func() time.Time, jobs ...*Job) *Firer {
+// firer returns a firer of jobs on exec whose clock is a fake one that starts
+// at start, to the microsecond, as the stores keep times.
+func firer(exec weirdriver.Executor, in *inserts, start time.Time, jobs ...*Job) (*Firer, *clock.Fake) {
+	clk := clock.NewFake(start.Truncate(time.Microsecond))
 	return New(Config{
 		Exec: exec, ClientID: "leader", Jobs: jobs, Wait: 5 * time.Second, Insert: in.insert,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: Clock{Now: now},
-	})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clk,
+	}), clk
 }
 
 // row returns schedule name as the store holds it.
@@ -121,7 +124,7 @@ func TestRegister(t *testing.T) {
 		if err := exec.PeriodicRegister(t.Context(), "before", []*weirdriver.PeriodicRegisterParams{{Name: "old", Spec: "@daily", TimeZone: "UTC", NextRunAt: now}}); err != nil {
 			t.Fatal(err)
 		}
-		f := firer(exec, &inserts{}, func() time.Time { return now }, job(t, "hourly", "0 * * * *", false, 0), job(t, "start", "0 * * * *", true, 0))
+		f, _ := firer(exec, &inserts{}, now, job(t, "hourly", "0 * * * *", false, 0), job(t, "start", "0 * * * *", true, 0))
 		if err := f.register(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +150,7 @@ func TestFire(t *testing.T) {
 		exec := d.Executor()
 		j := job(t, "minutely", "* * * * *", false, 2)
 		// Registered ten minutes ago: about eight slots are missed by now.
-		f := firer(exec, &inserts{err: errors.New("refused")}, func() time.Time { return time.Now().Add(-10 * time.Minute) }, j)
+		f, _ := firer(exec, &inserts{err: errors.New("refused")}, time.Now().Add(-10*time.Minute), j)
 		if err := f.register(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +163,7 @@ func TestFire(t *testing.T) {
 		}
 
 		in := &inserts{}
-		f = firer(exec, in, time.Now, j)
+		f, _ = firer(exec, in, time.Now(), j)
 		dbNow, err := f.fire(t.Context(), j)
 		if err != nil {
 			t.Fatal(err)
@@ -186,15 +189,17 @@ func TestFire(t *testing.T) {
 	}
 }
 
-// clock is a Clock whose waits the test sees and ends.
-type clock struct {
-	waits chan time.Duration // each wait asked for
-	ticks chan time.Time     // ends the wait
-}
-
-func (c *clock) after(d time.Duration) <-chan time.Time {
-	c.waits <- d
-	return c.ticks
+// awaitWait waits until Run sleeps, returns how long it asked to, and ends
+// the sleep.
+func awaitWait(t *testing.T, clk *clock.Fake) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	left, err := clk.AwaitArmed(ctx, 1)
+	if err != nil || len(left) != 1 {
+		t.Fatalf("Run did not sleep: %v %v", left, err)
+	}
+	return left[0]
 }
 
 // TestRun: Run fires what is due at once, then lists again; it sleeps until
@@ -205,9 +210,7 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	exec := teststore.Both(t)[0].Executor()
 	in := &inserts{}
-	c := &clock{waits: make(chan time.Duration), ticks: make(chan time.Time)}
-	f := firer(exec, in, time.Now, job(t, "hourly", "@every 1h", true, 0))
-	f.cfg.Clock.After = c.after
+	f, clk := firer(exec, in, time.Now(), job(t, "hourly", "@every 1h", true, 0))
 	ctx, end := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
@@ -216,22 +219,24 @@ func TestRun(t *testing.T) {
 	}()
 	wantWait := func(what string, want time.Duration) {
 		t.Helper()
-		if got := <-c.waits; got != want {
+		if got := awaitWait(t, clk); got != want {
 			t.Fatalf("%s: Run waits %v, want %v", what, got, want)
 		}
 	}
+	// wake ends Run's sleep of d.
+	wake := func(d time.Duration) { clk.Advance(d) }
 	wantWait("after the fire", time.Millisecond)
 	if len(in.slots) != 1 {
 		t.Fatalf("fired %d slots, want the start's one", len(in.slots))
 	}
-	c.ticks <- time.Now()
+	wake(time.Millisecond)
 	wantWait("with the next run an hour away", f.cfg.Wait)
 
 	// Another leader's version of the schedule: Run registers its own again.
 	if err := exec.PeriodicRegister(t.Context(), "other", []*weirdriver.PeriodicRegisterParams{{Name: "hourly", Spec: "@every 2h", TimeZone: "UTC", NextRunAt: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
-	c.ticks <- time.Now()
+	wake(f.cfg.Wait)
 	wantWait("after registering again", time.Millisecond)
 	if r := row(t, exec, "hourly"); r.Spec != "@every 1h" || r.DeclaredBy != "leader" {
 		t.Fatalf("after registering again: %+v", r)
@@ -242,7 +247,7 @@ func TestRun(t *testing.T) {
 	if _, err := exec.PeriodicPause(t.Context(), "hourly", true); err != nil {
 		t.Fatal(err)
 	}
-	c.ticks <- time.Now()
+	wake(time.Millisecond)
 	wantWait("with the schedule paused", f.cfg.Wait)
 	if len(in.slots) != 1 {
 		t.Fatalf("a paused schedule fired: %v", in.slots)
@@ -265,24 +270,22 @@ func TestRunWithoutSchedules(t *testing.T) {
 			}
 		}
 		declare()
-		c := &clock{waits: make(chan time.Duration), ticks: make(chan time.Time)}
-		f := firer(exec, &inserts{}, time.Now)
-		f.cfg.Clock.After = c.after
+		f, clk := firer(exec, &inserts{}, time.Now())
 		ctx, end := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			f.Run(ctx)
 		}()
-		if got := <-c.waits; got != f.cfg.Wait {
+		if got := awaitWait(t, clk); got != f.cfg.Wait {
 			t.Fatalf("%s: Run waits %v, want %v", d.Name(), got, f.cfg.Wait)
 		}
 		if r := row(t, exec, "old"); r.OrphanedAt == nil {
 			t.Fatalf("%s: a leader without schedules left %+v declared", d.Name(), r)
 		}
 		declare()
-		c.ticks <- time.Now()
-		if got := <-c.waits; got != time.Millisecond {
+		clk.Advance(f.cfg.Wait)
+		if got := awaitWait(t, clk); got != time.Millisecond {
 			t.Fatalf("%s: after another client's registration Run waits %v, want to register again", d.Name(), got)
 		}
 		if r := row(t, exec, "old"); r.OrphanedAt == nil {

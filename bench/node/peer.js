@@ -61,7 +61,7 @@ const SETTINGS = {
     // 13-14k jobs/s, 2,000: 19-20k, 5,000 and 10,000: 24-25k in one-round drains
     // of 50,000). pollInterval stays at its default (2 s): new jobs come by
     // LISTEN/NOTIFY.
-    throughput: { concurrency: maxConns - 2, localQueueSize: 5000, batchDelay: 0 },
+    throughput: { concurrency: 'pool', localQueueSize: 5000, batchDelay: 0 },
     // Its defaults (no local queue, no batching) with 100 handlers.
     defaults: { concurrency: 100 }
   },
@@ -100,7 +100,7 @@ const override = (() => {
 function describe (s) {
   if (system === 'graphile') {
     return s.localQueueSize
-      ? `concurrentJobs ${s.concurrency}, localQueue.size ${s.localQueueSize}, completeJobBatchDelay ${s.batchDelay}, ` +
+      ? `concurrentJobs ${s.concurrency === 'pool' ? "the pool's size (--max-conns) less 2, 18 of the default 20" : s.concurrency}, localQueue.size ${s.localQueueSize}, completeJobBatchDelay ${s.batchDelay}, ` +
         `failJobBatchDelay ${s.batchDelay}, the rest default (pollInterval 2 s; new jobs by LISTEN/NOTIFY)`
       : `concurrentJobs ${s.concurrency}, the rest default (no local queue, no batching, pollInterval 2 s)`
   }
@@ -123,6 +123,7 @@ function info () {
 
 function settingsOf (name = client.settings) {
   const s = { ...SETTINGS[system][name === 'defaults' ? 'defaults' : 'throughput'], ...override }
+  if (s.concurrency === 'pool' && mode === 'client') s.concurrency = maxConns - 2
   if (client.workers > 0) {
     if (system === 'graphile') s.concurrency = client.workers
     else s.workers = client.workers
@@ -170,10 +171,14 @@ const completions = {
   inflight: new Set(),
   track (promise, count) {
     this.inflight.add(promise)
+    const done = () => this.inflight.delete(promise)
     promise.then(res => {
       this.total += count(res)
       out.setCompleted(this.total)
-    }, () => {}).finally(() => this.inflight.delete(promise))
+    }).then(done, err => {
+      done()
+      warn(`completion not counted: ${err.message}`)
+    })
   },
   async settle () {
     while (this.inflight.size) await Promise.allSettled([...this.inflight])
@@ -258,9 +263,19 @@ async function pgboss () {
   const pool = newPool()
   // pg-boss runs every statement through the db it is given (its documented
   // db option); its completion statement returns the count of jobs completed.
+  // The statements in flight are kept for close to wait on. Once closed, the
+  // db answers nothing (undefined), as pg-boss's own does once closed: its stop
+  // leaves each worker's loop to end at its next turn, which may fetch and
+  // complete once more.
+  const inflight = new Set()
+  let closed = false
   const db = {
     executeSql (text, values) {
+      if (closed) return Promise.resolve(undefined)
       const res = pool.query(text, values)
+      const done = () => inflight.delete(res)
+      inflight.add(res)
+      res.then(done, done)
       if (text === completeSQL) completions.track(res, r => Number(r.rows[0].count))
       return res
     }
@@ -276,7 +291,6 @@ async function pgboss () {
     out.line(info())
     return
   }
-  let workers = []
   await serve({
     insertMany: (first, n) => boss.insert(Array.from({ length: n }, (_, i) => ({ name: 'noop', data: { seq: first + i } }))),
     insert: seq => boss.send('noop', { seq }),
@@ -285,17 +299,19 @@ async function pgboss () {
       if (s.batchSize) options.batchSize = s.batchSize
       if (s.pollingIntervalSeconds) options.pollingIntervalSeconds = s.pollingIntervalSeconds
       for (let i = 0; i < s.workers; i++) {
-        workers.push(await boss.work('noop', options, async jobs => { for (const job of jobs) started(job.data.seq) }))
+        await boss.work('noop', options, async jobs => { for (const job of jobs) started(job.data.seq) })
       }
     },
     async stop () {
-      // offWork returns before its workers have stopped; stop waits for them.
+      // Graceful: it waits for the handlers that are running to return, and
+      // then for the completions they have sent.
       await boss.stop({ graceful: true, wait: true, close: false })
-      workers = []
       await completions.settle()
     },
     async close () {
       await boss.stop({ graceful: false, wait: true, close: false })
+      closed = true
+      while (inflight.size) await Promise.allSettled([...inflight])
       await pool.end()
     }
   })

@@ -26,7 +26,7 @@
 // weir's and River's are: neither library says so itself (graphile-worker
 // emits job:complete before its batched write, and pg-boss's worker does not
 // wait for its complete), so the client watches the statements on its own pool
-// (see countCompletions below).
+// (see completions below).
 
 const pg = require('pg')
 
@@ -36,11 +36,17 @@ const databaseURL = env.WEIRBENCH_DATABASE_URL
 const schema = env.WEIRBENCH_SCHEMA
 const app = env.WEIRBENCH_APP || 'weirbench_' + system
 const maxConns = Number(env.WEIRBENCH_MAX_CONNS || 20)
-const client = JSON.parse(env.WEIRBENCH_CLIENT || '{}')
 
 function fail (message) {
   process.stderr.write(`peer.js: ${message}\n`)
   process.exit(2)
+}
+
+let client
+try {
+  client = JSON.parse(env.WEIRBENCH_CLIENT || '{}')
+} catch (err) {
+  fail(`WEIRBENCH_CLIENT is not JSON: ${err.message}`)
 }
 
 if (!['graphile', 'pgboss'].includes(system)) fail(`unknown system ${JSON.stringify(system)} (graphile, pgboss)`)
@@ -164,7 +170,7 @@ function warn (message) {
 
 const started = client.onStart ? seq => out.line(`started ${seq}`) : () => {}
 
-// countCompletions counts the jobs of the completion statements that have
+// completions counts the jobs of the completion statements that have
 // returned, and keeps the ones in flight, for stop to wait on.
 const completions = {
   total: 0,

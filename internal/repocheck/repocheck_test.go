@@ -19,7 +19,8 @@ const root = "../.."
 const contractPath = "docs/design/contract.md"
 
 // textFiles lists the repository's files that people read: sources, docs, SQL,
-// scripts and the model. Generated results and module sums are left out.
+// scripts and the model. Generated results and module sums are left out, and
+// so are the packages installed into node_modules (bench/node's).
 func textFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
@@ -28,13 +29,13 @@ func textFiles(t *testing.T) []string {
 			return err
 		}
 		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") && name != ".ci" || name == "testdata") {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") && name != ".ci" || name == "testdata" || name == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil
 		}
 		switch filepath.Ext(path) {
-		case ".go", ".md", ".sql", ".sh", ".pml", ".yml", ".yaml":
+		case ".go", ".md", ".sql", ".sh", ".js", ".pml", ".yml", ".yaml":
 			files = append(files, path)
 		case "":
 			if name := d.Name(); name == "Makefile" || name == "run" {

@@ -116,6 +116,12 @@ func Run(ctx context.Context, o Options, systems ...System) (*Report, error) {
 		for round := 1; round <= o.Rounds; round++ {
 			for _, sys := range systems {
 				b.tag = fmt.Sprintf("%s %d/%d %s", w.label, round, o.Rounds, sys.Name())
+				if !runs(sys, w.name) {
+					if round == 1 {
+						p.Linef("%s: %s does not run %s; its cells stay blank", w.label, sys.Name(), w.name)
+					}
+					continue
+				}
 				b.status("starting")
 				results, err := w.run(ctx, sys)
 				if err != nil {

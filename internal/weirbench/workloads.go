@@ -51,7 +51,7 @@ func (b *bench) drain(ctx context.Context, sys System) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
-	done, err := countRows(ctx, b.admin, table, "state = 'completed'")
+	done, err := completedRows(ctx, b.admin, sys, int64(n))
 	if err != nil {
 		return nil, err
 	}
@@ -293,12 +293,8 @@ func (b *bench) offerStepped(ctx context.Context, sys System, set Settings, rate
 	if err != nil {
 		return o, err
 	}
-	rows, err := countRows(ctx, b.admin, sys.JobTable(), "true")
-	if err != nil {
+	if err := checkOfferedRows(ctx, b.admin, sys, o.inserted, o.completedAll); err != nil {
 		return o, err
-	}
-	if rows != o.inserted {
-		return o, fmt.Errorf("%s: %d jobs in the table, %d inserted", sys.Name(), rows, o.inserted)
 	}
 	stats, err := readTableStats(ctx, b.admin, sys.JobTable())
 	o.dead = stats.dead

@@ -33,7 +33,7 @@ func main() {
 	jsonPath := flag.String("json", "", "also write every round's figures to `FILE` as JSON")
 	plotPath := flag.String("plot", "results/compare.svg", "write the plot to `FILE` as SVG (empty: none)")
 	seriesPath := flag.String("series-plot", "", "also write a plot of the figures taken over time (W7) to `FILE` as SVG")
-	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing), weir-mw (weir with a worker middleware that only calls the next handler), weir-deep (weir whose no-op handler first uses 8 KiB of stack, as a handler with a real call depth does) and river")
+	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing), weir-mw (weir with a worker middleware that only calls the next handler), weir-deep (weir whose no-op handler first uses 8 KiB of stack, as a handler with a real call depth does), river, graphile (graphile-worker) and pgboss (pg-boss), the last two on Node.js (bench/node)")
 	otelParts := flag.String("otel-parts", "insert,worker,hook,observe", "the parts of weirotel that weir-otel turns on: `LIST` of insert, worker, hook, observe")
 	otelSample := flag.Float64("otel-sample", 1, "the fraction of traces weir-otel samples (`F`, 0 to 1; 1: every one)")
 	otelMetrics := flag.Bool("otel-metrics", true, "weir-otel records metrics (false: OpenTelemetry's no-op meter provider)")
@@ -73,12 +73,14 @@ func main() {
 		"weir-mw":   weirWithNoopMiddleware(weirCfg),
 		"weir-deep": weirWithDeepHandler(weirCfg),
 		"river":     &riverSystem{schema: "weirbench_river"},
+		"graphile":  graphileSystem(),
+		"pgboss":    pgbossSystem(),
 	}
 	var systems []weirbench.System
 	for name := range strings.SplitSeq(*systemNames, ",") {
 		sys, ok := known[strings.TrimSpace(name)]
 		if !ok {
-			fail(fmt.Errorf("--systems: unknown system %q (weir, weir-otel, weir-mw, weir-deep, river)", name))
+			fail(fmt.Errorf("--systems: unknown system %q (weir, weir-otel, weir-mw, weir-deep, river, graphile, pgboss)", name))
 		}
 		if slices.Contains(systems, sys) {
 			fail(fmt.Errorf("--systems: %q twice", name))

@@ -156,7 +156,8 @@ type abRun struct {
 }
 
 // runAB builds A and B, runs them, and writes the merged report: its table
-// and the pairs' ratios to stdout, progress to stderr. The base's worktree
+// and the pairs' ratios to stdout, progress to stderr. After a run that fails
+// it reports the runs before it and returns the error. The base's worktree
 // and the binaries are removed at the end, also on an error or an interrupt.
 func runAB(ctx context.Context, c abConfig, stdout, stderr io.Writer) (err error) {
 	root, err := gitOut(ctx, "", "rev-parse", "--show-toplevel")
@@ -229,7 +230,12 @@ func runAB(ctx context.Context, c abConfig, stdout, stderr io.Writer) (err error
 		}
 	}
 
-	var runs []abRun
+	// A run that fails ends the A/B run; the runs before it are reported.
+	var (
+		runs   []abRun
+		runErr error
+	)
+run:
 	for _, w := range c.workloads {
 		for round := 1; round <= c.rounds; round++ {
 			order := abOrder(round)
@@ -237,11 +243,15 @@ func runAB(ctx context.Context, c abConfig, stdout, stderr io.Writer) (err error
 			for k, side := range order {
 				rep, opts, err := abBench(ctx, sides[side], url, w, c.pass, filepath.Join(tmp, fmt.Sprintf("%s-%d-%d.json", w, round, side)), stderr)
 				if err != nil {
-					return err
+					runErr = err
+					break run
 				}
 				runs = append(runs, abRun{Workload: w, Round: round, Side: side, First: k == 0, rep: rep, options: opts})
 			}
 		}
+	}
+	if len(runs) == 0 {
+		return runErr
 	}
 	rep, notes := abMerge(runs, c, [2]string{sides[0].name, sides[1].name})
 	for _, n := range notes {
@@ -249,10 +259,10 @@ func runAB(ctx context.Context, c abConfig, stdout, stderr io.Writer) (err error
 	}
 	out := abReport{Report: rep, AB: abInfo{Base: commit, A: sides[0].name, B: sides[1].name, Runs: runs, Pairs: abPairs(rep, runs)}}
 	if err := rep.WriteTable(stdout); err != nil {
-		return err
+		return errors.Join(runErr, err)
 	}
 	if err := out.writePairs(stdout); err != nil {
-		return err
+		return errors.Join(runErr, err)
 	}
 	for _, f := range []struct {
 		path  string
@@ -262,11 +272,11 @@ func runAB(ctx context.Context, c abConfig, stdout, stderr io.Writer) (err error
 			continue
 		}
 		if err := weirbench.WriteFile(f.path, f.write); err != nil {
-			return err
+			return errors.Join(runErr, err)
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", f.path)
 	}
-	return nil
+	return runErr
 }
 
 // abOrder is the sides in the order they run in round: A first in odd rounds,

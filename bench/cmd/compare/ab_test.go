@@ -222,7 +222,8 @@ func TestABMerge(t *testing.T) {
 
 // TestABEndToEnd runs --ab against HEAD, tiny: W1 twice, the order
 // alternated, the report merged; then a run that fails after the base's
-// worktree was made and one interrupted, each of which removes it. It builds
+// worktree was made and one interrupted (which reports the round before),
+// each of which removes it. It builds
 // weir twice (cached after the first time) and asserts nothing about speed.
 func TestABEndToEnd(t *testing.T) {
 	if testing.Short() {
@@ -316,13 +317,17 @@ func TestABEndToEnd(t *testing.T) {
 	}
 	left()
 
-	// Interrupted as the first run starts.
+	// Interrupted as the second round starts: the first is reported.
 	c.url = dbtest.URL()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	err = runAB(ctx, c, io.Discard, &onWrite{match: "A/B drain, round 1", do: cancel})
+	stdout.Reset()
+	err = runAB(ctx, c, &stdout, &onWrite{match: "A/B drain, round 2", do: cancel})
 	if err == nil || ctx.Err() == nil {
 		t.Errorf("interrupted: %v (context %v)", err, ctx.Err())
+	}
+	if !strings.Contains(stdout.String(), "1 (A first)") || strings.Contains(stdout.String(), "2 (B first)") {
+		t.Errorf("interrupted in round 2, the report is not round 1's:\n%s", stdout.String())
 	}
 	left()
 

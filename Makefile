@@ -53,6 +53,13 @@ soak: ## The long soak: 10 minutes, every fault, on a throwaway PostgreSQL (docs
 soak-long: ## The long haul: 30 minutes, every fault, on a throwaway PostgreSQL (docs/design/reliability.md)
 	$(GO) run ./cmd/weir soak --start-postgres --faults all --duration 30m --rate 150
 
+BASE ?= HEAD
+AB_FLAGS ?= --rounds 3 --workloads drain,latency,bulk
+
+.PHONY: bench-ab
+bench-ab: ## weir at BASE (default HEAD) against the working tree, alternated, AB_FLAGS (3 rounds of W1, W3, W4 bulk, about 7 minutes)
+	cd bench && $(GO) run ./cmd/compare --ab $(BASE) $(AB_FLAGS)
+
 .PHONY: bench-compare
 bench-compare: ## weir and River side by side, 3 rounds of W1-W5 (about 25 minutes; bench/README.md)
 	cd bench && $(GO) run ./cmd/compare --rounds 3 --json results/compare.json

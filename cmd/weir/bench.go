@@ -32,7 +32,9 @@ func benchUsage(w io.Writer) {
 bench runs weir's benchmark workloads against the PostgreSQL at URL and prints
 a table of what it measured: the median of the rounds and their range.
 
-    drain      W1: --drain-jobs jobs inserted, then worked down by one client
+    drain      W1: --drain-jobs jobs inserted, then worked down by one client;
+               then as many drained from a table of the schema NAME_sql by a
+               raw SQL claim-and-complete loop, the ceiling (--drain-ceiling)
     mixed      W2: a producer offers each of --mixed-rates jobs/s for
                --mixed-duration while one client works; completed jobs/s,
                backlog at the end, pickup latency (insert → handler start)
@@ -67,11 +69,13 @@ VACUUM; W2 gives WAL bytes and dead tuples per job too. bench/README.md in
 weir's repository says how each figure is measured.
 
 bench works in a schema of its own, --schema (default weir_bench): it creates
-it, migrates it, and TRUNCATES ITS JOB TABLE before every run. It refuses a
-schema that holds tables it did not create, so that it never truncates your
-jobs; still, run it on a database where heavy load is welcome, never on
-production. It takes the database from --database-url only, not from
-WEIR_DATABASE_URL. With the default sizes one round takes about 5 minutes.
+it, migrates it, and TRUNCATES ITS JOB TABLE before every run; W1's ceiling
+works in the schema of the same name with _sql added, where it makes its table
+afresh at every start. It refuses a schema that holds tables it did not
+create, so that it never truncates your jobs; still, run it on a database
+where heavy load is welcome, never on production. It takes the database from
+--database-url only, not from WEIR_DATABASE_URL. With the default sizes one
+round takes about 5 minutes.
 Progress goes to stderr: one line that updates in place on a terminal.
 
 Flags:
@@ -137,6 +141,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err := checkSchema(name, o.schema); err != nil {
 		return err
 	}
+	o.bench.CeilingSchema = o.schema + "_sql"
 	if o.maxWorkers < 1 {
 		return usagef("%s: --max-workers must be at least 1, got %d", name, o.maxWorkers)
 	}

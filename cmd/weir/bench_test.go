@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"io"
@@ -100,6 +101,12 @@ func TestBenchEndToEnd(t *testing.T) {
 	t.Parallel()
 	b := buildWeir(t)
 	schema := dbtest.Schema(t)
+	ceiling := schema + "_sql" // W1's raw SQL ceiling's, made by weir bench
+	t.Cleanup(func() {
+		if err := weirbench.DropScratchSchema(context.Background(), dbtest.URL(), ceiling); err != nil {
+			t.Errorf("drop %s: %v", ceiling, err)
+		}
+	})
 	dir := t.TempDir()
 	jsonPath, plotPath := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.svg")
 	args := []string{"bench", "--database-url", dbtest.URL(), "--schema", schema,
@@ -126,7 +133,7 @@ func TestBenchEndToEnd(t *testing.T) {
 		figures[f.Name] = f.Values["weir"]
 	}
 	positive := []string{
-		"W1 drain, jobs/s", "W1 WAL, bytes/job", "W1 dead tuples left, per job", "W1 row updates, per job",
+		"W1 drain, jobs/s", "W1 raw SQL ceiling, jobs/s", "W1 drain / raw SQL ceiling, ratio", "W1 WAL, bytes/job", "W1 dead tuples left, per job", "W1 row updates, per job",
 		"W1 table before drain, MiB", "W1 table after drain and VACUUM, MiB", "W1 indexes after drain and VACUUM, MiB",
 		"W2 200/s completed, jobs/s", "W2 200/s inserted, jobs/s", "W2 200/s pickup p99, ms", "W2 200/s WAL, bytes/job",
 		"W3 200/s pickup p99, ms", "W3 200/s pickup max, ms", "W3 200/s inserted, jobs/s",

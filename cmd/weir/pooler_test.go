@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/weirq/weir/internal/dbtest"
+	"github.com/weirq/weir/internal/weirbench"
 )
 
 // TestPgBouncerFlags checks the flags of soak and bench that put a PgBouncer
@@ -83,6 +85,11 @@ func TestBenchThroughPgBouncer(t *testing.T) {
 	dbtest.PgBouncer(t) // skips without pgbouncer (fails with WEIR_REQUIRE_PGBOUNCER=1)
 	b := buildWeir(t)
 	schema := dbtest.Schema(t)
+	t.Cleanup(func() {
+		if err := weirbench.DropScratchSchema(context.Background(), dbtest.URL(), schema+"_sql"); err != nil {
+			t.Errorf("drop W1's ceiling's schema: %v", err)
+		}
+	})
 	r := b.run(t, nil, "bench", "--start-pgbouncer", "--database-url", dbtest.URL(), "--schema", schema,
 		"--workloads", "drain,latency,bulk,rss", "--drain-jobs", "300", "--insert-jobs", "500", "--batch", "250",
 		"--latency-rate", "100", "--latency-duration", "1s", "--rss-jobs", "300", "--rss-workers", "20", "--max-conns", "5")
@@ -93,6 +100,9 @@ func TestBenchThroughPgBouncer(t *testing.T) {
 		if !strings.Contains(r.stderr, s) {
 			t.Errorf("stderr does not say %q:\n%s", s, r.stderr)
 		}
+	}
+	if !strings.Contains(r.stdout, "\nW1 raw SQL ceiling, jobs/s ") {
+		t.Errorf("the table has no W1 ceiling:\n%s", r.stdout)
 	}
 	if !strings.Contains(r.stdout, "weir poll-only") {
 		t.Errorf("the table does not name the poll-only system:\n%s", r.stdout)

@@ -33,6 +33,12 @@ type Options struct {
 
 	// DrainJobs is the number of jobs W1 inserts and then drains.
 	DrainJobs int `json:"drain_jobs"`
+	// DrainCeiling says whether each W1 drain is followed by as many jobs
+	// drained with raw SQL from a table of the benchmark's own (the
+	// ceiling), in CeilingSchema (default DefaultCeilingSchema), which Run
+	// claims as it claims the systems' schemas.
+	DrainCeiling  bool   `json:"drain_ceiling"`
+	CeilingSchema string `json:"ceiling_schema,omitempty"`
 	// Batch is the number of jobs of each bulk insert in W1, W4 and W5.
 	Batch int `json:"batch"`
 	// InsertJobs is the number of jobs W4 bulk-inserts.
@@ -126,6 +132,7 @@ func DefaultOptions() Options {
 		Rounds:           3,
 		MaxConns:         20,
 		DrainJobs:        200_000,
+		DrainCeiling:     true,
 		Batch:            5_000,
 		InsertJobs:       200_000,
 		InsertDuration:   10 * time.Second,
@@ -160,6 +167,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "`N` runs of each workload per system")
 	fs.IntVar(&o.MaxConns, "max-conns", o.MaxConns, "pool size of each client, in connections")
 	fs.IntVar(&o.DrainJobs, "drain-jobs", o.DrainJobs, "`N` jobs inserted and then drained in W1")
+	fs.BoolVar(&o.DrainCeiling, "drain-ceiling", o.DrainCeiling, "after each W1 drain, drain as many jobs with a raw SQL claim-and-complete loop on a table of its own, the ceiling (false: none)")
 	fs.IntVar(&o.Batch, "batch", o.Batch, "`N` jobs per bulk insert")
 	fs.IntVar(&o.InsertJobs, "insert-jobs", o.InsertJobs, "`N` jobs bulk-inserted in W4")
 	fs.DurationVar(&o.InsertDuration, "insert-duration", o.InsertDuration, "how long each W4 single-insert run lasts")
@@ -211,6 +219,9 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--%s must be at least %d, got %d", c.flag, c.least, c.v)
 		}
 	}
+	if o.DrainCeiling && len(o.ceilingSchema()) > maxIdentifier {
+		return fmt.Errorf("--drain-ceiling: the schema of W1's raw SQL ceiling, %q, is longer than PostgreSQL's %d bytes", o.ceilingSchema(), maxIdentifier)
+	}
 	if len(o.MixedRates) == 0 {
 		return errors.New("--mixed-rates: no rate given")
 	}
@@ -255,6 +266,10 @@ func (o *Options) Validate() error {
 	}
 	return nil
 }
+
+// maxIdentifier is PostgreSQL's longest name, in bytes; it cuts a longer one
+// short, which would make a schema claimed by its full name another.
+const maxIdentifier = 63
 
 // maxOffered bounds the jobs a W2 or W3 run offers.
 const maxOffered = 10e6

@@ -200,3 +200,41 @@ func schemaSizes(ctx context.Context, admin *pgxpool.Pool, schema string) (heap,
 	}
 	return heap, indexes, dead, nil
 }
+
+// DropScratchSchema drops schema with everything in it if it carries the
+// benchmark's mark, so that a run starts from a schema migrated afresh (a
+// weir of an older revision refuses a schema a newer one migrated). A schema
+// that does not exist is left so; one without the mark is refused if it holds
+// tables, and left alone if empty (Run claims it). It connects to url.
+func DropScratchSchema(ctx context.Context, url, schema string) error {
+	if len(schema) > maxIdentifier {
+		return fmt.Errorf("schema %q is longer than PostgreSQL's %d bytes", schema, maxIdentifier)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var (
+		comment *string
+		tables  int
+	)
+	err = conn.QueryRow(ctx, `SELECT obj_description(n.oid, 'pg_namespace'),
+		(SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
+		FROM pg_namespace n WHERE n.nspname = $1`, schema).Scan(&comment, &tables)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("look up schema %s: %w", schema, err)
+	case comment == nil || *comment != schemaMark:
+		if tables == 0 {
+			return nil
+		}
+		return fmt.Errorf("schema %q holds tables and was not made by the benchmark: not dropped; name a schema of its own", schema)
+	}
+	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	return nil
+}

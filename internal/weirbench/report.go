@@ -161,7 +161,11 @@ func sizes(o Options) string {
 			}
 		}
 	}
-	add([]string{"drain"}, "W1 %s jobs", group(int64(o.DrainJobs)))
+	if o.DrainCeiling {
+		add([]string{"drain"}, "W1 %s jobs; the ceiling: a raw SQL loop on %d connections claiming %s jobs at a time", group(int64(o.DrainJobs)), sqlDrainConns, group(sqlDrainBatch))
+	} else {
+		add([]string{"drain"}, "W1 %s jobs", group(int64(o.DrainJobs)))
+	}
 	add([]string{"mixed"}, "W2 %s jobs/s for %s each, bulk inserts every %s", strings.Join(rates, "/"), o.MixedDuration, mixedTick)
 	add([]string{"latency", "latency-defaults"}, "W3 %s jobs/s for %s, single inserts from %d goroutines",
 		group(int64(o.LatencyRate)), o.LatencyDuration, latencyInserters)

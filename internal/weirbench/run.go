@@ -109,6 +109,11 @@ func Run(ctx context.Context, o Options, systems ...System) (*Report, error) {
 		// figure that is off.
 		logger: slog.New(slog.NewTextHandler(p, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
+	if o.DrainCeiling && slices.Contains(o.Workloads, "drain") {
+		if err := setupSQLDrain(ctx, b, o.ceilingSchema()); err != nil {
+			return nil, err
+		}
+	}
 	for _, w := range b.workloads() {
 		if !slices.Contains(o.Workloads, w.name) {
 			continue

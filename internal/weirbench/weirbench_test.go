@@ -53,6 +53,7 @@ func TestRun(t *testing.T) {
 	o.LatencyRate, o.LatencyDuration = 300, 500*time.Millisecond
 	o.RSSJobs, o.RSSWorkers = 300, 20
 	o.Timeout = time.Minute
+	o.CeilingSchema = dbtest.Schema(t)
 	var progress bytes.Buffer
 	o.Progress = &progress
 	o.ChildCommand = []string{os.Args[0], "-test.run=^$"}
@@ -89,7 +90,12 @@ func TestRun(t *testing.T) {
 			}
 		}
 	}
-	want := 29
+	want := 31 // with W1's raw SQL ceiling and the ratio to it
+	for _, name := range []string{"W1 raw SQL ceiling, jobs/s", "W1 drain / raw SQL ceiling, ratio"} {
+		if i := slices.IndexFunc(rep.Figures, func(f *Figure) bool { return f.Name == name }); i < 0 || slices.Min(rep.Figures[i].Values["weir"]) <= 0 {
+			t.Errorf("figure %q missing or not positive", name)
+		}
+	}
 	if _, err := PgbenchPath(); err == nil {
 		want += 4 // W4's ceiling of single inserts and the ratios to it
 		for _, name := range []string{"W4 pgbench single-row insert x1, rows/s", "W4 single insert x8 / pgbench, ratio"} {
@@ -278,6 +284,7 @@ func TestOptionsValidate(t *testing.T) {
 		{func(o *Options) { o.MixedRates = []int{-1} }, "--mixed-rates"},
 		{func(o *Options) { o.LatencyDuration = 0 }, "--latency-duration"},
 		{func(o *Options) { o.LatencyRate = 1e6; o.LatencyDuration = time.Hour }, "--latency-rate"},
+		{func(o *Options) { o.CeilingSchema = strings.Repeat("s", 64) }, "--drain-ceiling: the schema"},
 	} {
 		o := DefaultOptions()
 		tt.change(&o)
@@ -288,6 +295,10 @@ func TestOptionsValidate(t *testing.T) {
 	o := DefaultOptions()
 	if err := o.Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+	o.CeilingSchema, o.DrainCeiling = strings.Repeat("s", 64), false
+	if err := o.Validate(); err != nil {
+		t.Errorf("no ceiling, its schema unused: %v", err)
 	}
 }
 
@@ -309,5 +320,48 @@ func TestProgress(t *testing.T) {
 	}
 	if got := shorten("W2 2,000/s completed, jobs/s", "W2 2,000/s"); got != "completed, jobs/s" {
 		t.Errorf("shorten = %q", got)
+	}
+}
+
+// TestDropScratchSchema: a schema with the benchmark's mark is dropped; one
+// without it is refused if it holds tables and left alone either way.
+func TestDropScratchSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	admin := dbtest.Pool(t, nil)
+	exists := func(schema string) bool {
+		t.Helper()
+		var n int
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+
+	ours := dbtest.Schema(t)
+	if err := claimSchema(ctx, admin, ours); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE TABLE "+pgx.Identifier{ours, "jobs"}.Sanitize()+" (i int)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := DropScratchSchema(ctx, dbtest.URL(), ours); err != nil || exists(ours) {
+		t.Errorf("the benchmark's schema: %v, still there: %v", err, exists(ours))
+	}
+	if err := DropScratchSchema(ctx, dbtest.URL(), ours); err != nil {
+		t.Errorf("a schema that is gone: %v", err)
+	}
+
+	empty := dbtest.Schema(t)
+	if err := DropScratchSchema(ctx, dbtest.URL(), empty); err != nil || !exists(empty) {
+		t.Errorf("an empty schema of another's: %v, still there: %v", err, exists(empty))
+	}
+	foreign := dbtest.Schema(t)
+	if _, err := admin.Exec(ctx, "CREATE TABLE "+pgx.Identifier{foreign, "jobs"}.Sanitize()+" (i int)"); err != nil {
+		t.Fatal(err)
+	}
+	err := DropScratchSchema(ctx, dbtest.URL(), foreign)
+	if err == nil || !strings.Contains(err.Error(), "not made by the benchmark") || !exists(foreign) {
+		t.Errorf("another's schema with a table: %v, still there: %v", err, exists(foreign))
 	}
 }

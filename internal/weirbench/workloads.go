@@ -12,7 +12,8 @@ import (
 
 // drain is W1: jobs inserted first, then worked down by one client. WAL and
 // table counters are taken around the working only; a checkpoint first makes
-// each run pay for full-page images alike.
+// each run pay for full-page images alike. With Options.DrainCeiling, the
+// raw SQL ceiling (sqlDrain) follows, and its ratio to the drain.
 func (b *bench) drain(ctx context.Context, sys System) ([]result, error) {
 	n := b.o.DrainJobs
 	table := sys.JobTable()
@@ -70,9 +71,19 @@ func (b *bench) drain(ctx context.Context, sys System) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
+	rate := float64(n) / elapsed.Seconds()
+	res := []result{{fig("W1 drain", "W1 drain", "jobs/s", "higher", "throughput"), rate}}
+	if b.o.DrainCeiling {
+		ceiling, err := b.sqlDrain(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		res = append(res,
+			result{fig("W1 raw SQL ceiling", "W1 raw SQL", "jobs/s", "higher", ""), ceiling},
+			result{fig("W1 drain / raw SQL ceiling", "W1 drain / raw SQL", "ratio", "higher", ""), rate / ceiling})
+	}
 	perJob := func(v int64) float64 { return float64(v) / float64(n) }
-	return []result{
-		{fig("W1 drain", "W1 drain", "jobs/s", "higher", "throughput"), float64(n) / elapsed.Seconds()},
+	return append(res, []result{
 		{fig("W1 WAL", "W1 WAL/job", "bytes/job", "lower", "cost"), perJob(wal1 - wal0)},
 		{fig("W1 dead tuples left", "W1 dead tuples/job", "per job", "lower", "cost"), perJob(after.dead)},
 		{fig("W1 row updates", "", "per job", "lower", ""), perJob(after.updates - before.updates)},
@@ -81,7 +92,7 @@ func (b *bench) drain(ctx context.Context, sys System) ([]result, error) {
 		{fig("W1 table before drain", "", "MiB", "", ""), mib(heapBefore)},
 		{fig("W1 table after drain and VACUUM", "W1 table after", "MiB", "lower", "cost"), mib(heapAfter)},
 		{fig("W1 indexes after drain and VACUUM", "", "MiB", "lower", ""), mib(indexesAfter)},
-	}, nil
+	}...), nil
 }
 
 func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }

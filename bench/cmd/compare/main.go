@@ -44,6 +44,10 @@ func main() {
 	if flag.NArg() > 0 {
 		fail(fmt.Errorf("unexpected argument %q", flag.Arg(0)))
 	}
+	if *abRev != "" {
+		abMain(o) // ab.go
+		return
+	}
 	if *replot != "" {
 		data, err := os.ReadFile(*replot)
 		if err != nil {

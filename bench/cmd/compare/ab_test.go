@@ -18,8 +18,6 @@ import (
 	"github.com/weirq/weir/internal/weirbench"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
-
 // abFlagSet is compare's flags as main registers them, those --ab reads or
 // refuses at least, parsed from args.
 func abFlagSet(t *testing.T, args ...string) (*flag.FlagSet, weirbench.Options) {

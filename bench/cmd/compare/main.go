@@ -125,7 +125,7 @@ func main() {
 	if *systemNames != "weir,river" {
 		o.Title = "weir (working tree): " + *systemNames + " (River " + riverVersion() + ")"
 	}
-	o.Command, o.Args = "cd bench && go run ./cmd/compare", os.Args[1:]
+	o.Command, o.Args = "cd bench && go run ./cmd/compare", redact(os.Args[1:], *databaseURL)
 	o.Progress = os.Stderr
 	o.ChildCommand = append([]string{exe}, os.Args[1:]...)
 	if *cpuProfile != "" {

@@ -14,8 +14,6 @@ import (
 	"github.com/weirq/weir/internal/weirbench"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
-
 // requireNode skips t where node or the peers' packages are missing, or fails
 // it if WEIR_REQUIRE_NODE=1 (as CI sets it).
 func requireNode(t *testing.T) {

@@ -97,7 +97,10 @@ type producer struct {
 	// handlers a few workers do all the work and their stacks stay grown, where
 	// handing jobs round-robin to all MaxWorkers would regrow a stack that the
 	// garbage collector shrank at nearly every job.
-	idleWorkers   []chan buffered
+	idleWorkers []chan buffered
+	// spawning counts the workers started whose goroutine has not run yet:
+	// at most spawnAhead (startBufferedLocked).
+	spawning      int
 	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
 	// flow is the producer's share of its queue's global limit and its
 	// buckets of the queue's keys (internal/flow; share.go and keyshare.go
@@ -401,6 +404,9 @@ func (p *producer) startBufferedLocked() {
 	most := p.flow.Share.MaxRunning(p.cfg.MaxWorkers)
 	now := p.flow.Now()
 	for i := 0; i < len(p.buffer) && p.running < most; {
+		if len(p.idleWorkers) == 0 && p.spawning >= spawnAhead {
+			break // a worker about to run starts the rest (work)
+		}
 		b := p.buffer[i]
 		start, giveBack := p.flow.Keys.MayStart(b.Job, now)
 		if !start {
@@ -425,14 +431,29 @@ func (p *producer) startBufferedLocked() {
 			continue
 		}
 		// No worker is idle, so fewer than running ≤ MaxWorkers exist.
+		p.spawning++
 		p.workers.Go(func() { p.work(b) })
 	}
 }
+
+// spawnAhead bounds the workers started and not yet running. A claim hands a
+// batch of jobs at once; started all at once, each on a worker of its own, a
+// batch of short handlers would make as many goroutines as jobs (2,000 in W5,
+// each keeping its stack: workerStackReserve), most of which would find their
+// job done by the time they ran. Started a few at a time, each new worker
+// starting the next few as it begins, the buffer empties as fast into the
+// workers that are free again, and only handlers that keep running make more:
+// long handlers still reach MaxWorkers, a few goroutine starts apart.
+const spawnAhead = 4
 
 // work is a worker goroutine: it runs b, then each job handed to it while it
 // was idle, until stopWorkers.
 func (p *producer) work(b buffered) {
 	inbox := make(chan buffered, 1)
+	p.mu.Lock()
+	p.spawning--
+	p.startBufferedLocked() // the jobs left waiting for a worker to start
+	p.unlockGivingBack()
 	for {
 		p.run(b.job)
 		p.mu.Lock()

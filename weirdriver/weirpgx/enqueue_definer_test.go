@@ -3,10 +3,6 @@ package weirpgx_test
 import (
 	"slices"
 	"testing"
-
-	"github.com/weirq/weir/internal/dbtest"
-	"github.com/weirq/weir/weirdriver/weirpgx"
-	"github.com/weirq/weir/weirmigrate"
 )
 
 // enqueueDefinerSQL returns, for schema $1, whether weir_enqueue runs with its
@@ -38,15 +34,7 @@ const otherDefinersSQL = `SELECT p.oid::regprocedure::text FROM pg_proc p
 // function of weir's runs with its owner's rights.
 func TestEnqueueDefiner(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.Pool(t, nil)
-	schema := dbtest.Schema(t)
-	d, err := weirpgx.New(pool, &weirpgx.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
-		t.Fatal(err)
-	}
+	_, pool, schema := readySetup(t) // a schema migrated to the latest
 	var pinned []string
 	if err := pool.QueryRow(t.Context(), `SELECT ARRAY['search_path=' || quote_ident($1) || ', pg_temp']`, schema).Scan(&pinned); err != nil {
 		t.Fatal(err)

@@ -201,15 +201,7 @@ func TestABMerge(t *testing.T) {
 	if err := out.writeJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	var back struct {
-		weirbench.Report
-		AB struct {
-			Runs []struct {
-				Side  string `json:"side"`
-				First bool   `json:"first"`
-			} `json:"runs"`
-		} `json:"ab"`
-	}
+	var back abReportJSON
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
@@ -279,15 +271,7 @@ func TestABEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep struct {
-		weirbench.Report
-		AB struct {
-			Runs []struct {
-				Side  string `json:"side"`
-				First bool   `json:"first"`
-			} `json:"runs"`
-		} `json:"ab"`
-	}
+	var rep abReportJSON
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -350,4 +334,16 @@ func (w *onWrite) Write(p []byte) (int, error) {
 		w.once.Do(w.do)
 	}
 	return len(p), nil
+}
+
+// abReportJSON is what the tests read of an A/B report's JSON: the report and
+// the order its runs went in.
+type abReportJSON struct {
+	weirbench.Report
+	AB struct {
+		Runs []struct {
+			Side  string `json:"side"`
+			First bool   `json:"first"`
+		} `json:"runs"`
+	} `json:"ab"`
 }

@@ -126,9 +126,9 @@ func (s *nodeSystem) peerScript() (node, script string, err error) {
 	return node, script, nil
 }
 
-// command is peer.js in mode for pool's database; the database URL goes in
-// the environment, not on the command line.
-func (s *nodeSystem) command(pool *pgxpool.Pool, mode string, client string) (*exec.Cmd, error) {
+// command is peer.js in mode for pool's database, killed if ctx ends; the
+// database URL goes in the environment, not on the command line.
+func (s *nodeSystem) command(ctx context.Context, pool *pgxpool.Pool, mode string, client string) (*exec.Cmd, error) {
 	node, script, err := s.peerScript()
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func (s *nodeSystem) command(pool *pgxpool.Pool, mode string, client string) (*e
 	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
 		return nil, fmt.Errorf("%s: Node.js's driver takes the database as a URL (postgres://...), not in keyword=value form", s.name)
 	}
-	cmd := exec.Command(node, script, s.name, mode)
+	cmd := exec.CommandContext(ctx, node, script, s.name, mode)
 	cmd.Dir = filepath.Dir(script)
 	cmd.Env = append(os.Environ(),
 		"WEIRBENCH_DATABASE_URL="+url,
@@ -154,13 +154,16 @@ func (s *nodeSystem) command(pool *pgxpool.Pool, mode string, client string) (*e
 // Migrate has peer.js migrate the schema and make the queue, and keeps what it
 // says of its version and settings.
 func (s *nodeSystem) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	cmd, err := s.command(pool, "migrate", "{}")
+	cmd, err := s.command(ctx, pool, "migrate", "{}")
 	if err != nil {
 		return err
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := runContext(ctx, cmd); err != nil {
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
 		return fmt.Errorf("%s: migrate: %w: %s", s.name, err, lastLines(stderr.String(), 5))
 	}
 	if stderr.Len() > 0 {
@@ -177,23 +180,6 @@ func (s *nodeSystem) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("%s: no job table %s after migrating", s.name, s.JobTable())
 	}
 	return nil
-}
-
-// runContext runs cmd, killing it if ctx ends first.
-func runContext(ctx context.Context, cmd *exec.Cmd) error {
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-done
-		return ctx.Err()
-	}
 }
 
 // lastLines is the last n lines of s, on one line.
@@ -213,7 +199,8 @@ func (s *nodeSystem) Open(pool *pgxpool.Pool, cfg weirbench.ClientConfig) (weirb
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := s.command(pool, "client", string(spec))
+	// The process lives as long as the client: Close ends it.
+	cmd, err := s.command(context.Background(), pool, "client", string(spec))
 	if err != nil {
 		return nil, err
 	}

@@ -404,6 +404,11 @@ func TestLeaderChangeIsLogged(t *testing.T) {
 func TestPlainDrainLogsNoLockWarning(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
+	// The list on, as under a held snapshot: a plain drain with it off
+	// does not compact.
+	if err := b.driver.ReadyListOn(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
 	filenodes := func() string {
 		t.Helper()
 		var s string

@@ -670,15 +670,23 @@ func TestSQLEnqueuePublicCannotExecute(t *testing.T) {
 // TestSQLEnqueueTempTables checks that weir_enqueue, which runs with its
 // owner's rights, writes weir's tables and never a temporary table of its
 // caller's with the same name: the role makes temporary weir_job and
-// weir_ready tables, enqueues, and makes a pending unique job available by
+// weir_ready tables and a weir_ready_mode sequence that says the list is
+// off, enqueues, and makes a pending unique job available by
 // debounce (which writes weir_ready from the update trigger); the jobs are in
 // weir's tables and in its ready list, and its own tables stay empty.
 func TestSQLEnqueueTempTables(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := testCtx(t)
+	if err := b.driver.ReadyListOn(ctx); err != nil {
+		t.Fatal(err)
+	}
 	_, conn := b.role(t, enqueuerGrants)
 	for _, stmt := range []string{
+		// The list's mode, off: the triggers would write no rows if they
+		// read it.
+		`CREATE TEMP SEQUENCE weir_ready_mode MINVALUE 0`,
+		`SELECT setval('pg_temp.weir_ready_mode', 0, true)`,
 		`CREATE TEMP TABLE weir_job (id bigserial, state text, queue text, kind text, args jsonb, priority smallint,
 			max_attempts smallint, scheduled_at timestamptz, tags text[], metadata jsonb, unique_key bytea, unique_states smallint)`,
 		`CREATE TEMP TABLE weir_ready (seg smallint, queue text, priority smallint, scheduled_at timestamptz, job_id bigint, key text)`,

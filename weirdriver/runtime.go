@@ -455,4 +455,9 @@ type ReadyCompactResult struct {
 	Crowded int
 	// Repaired counts the rows added for available jobs that had none.
 	Repaired int
+	// Mode is the list's mode after the call: "off" (claims walk the job
+	// table's index and inserts write no rows), "writing" (being turned
+	// on) or "on"; ModeChanged says the call turned it on or off.
+	Mode        string
+	ModeChanged bool
 }

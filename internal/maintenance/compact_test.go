@@ -127,6 +127,9 @@ func dueSegment(t *testing.T, b *bundle) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := d.ReadyListOn(ctx); err != nil {
+		t.Fatal(err)
+	}
 	exec := d.Executor()
 	params := make([]*weirdriver.JobInsertParams, 2000)
 	for i := range params {

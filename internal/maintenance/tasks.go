@@ -302,7 +302,13 @@ func (s *Service) compactLoop(t *term, c weirdriver.ReadyCompacter) {
 			failing = true
 		} else {
 			failing = false
-			if res.Repaired > 0 {
+			switch {
+			case res.ModeChanged:
+				// Turned on: claims walked entries an old snapshot keeps, or
+				// a queue has limits per key; off: probes found the walk
+				// short again (docs/design/storage.md).
+				s.logger.Info("weir: maintenance: ready list turned "+res.Mode, slog.Int("rows_added", res.Repaired))
+			case res.Repaired > 0:
 				s.logger.Warn("weir: maintenance: available jobs had no row in the ready list; added",
 					slog.Int("jobs", res.Repaired))
 			}

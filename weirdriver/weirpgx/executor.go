@@ -362,6 +362,14 @@ func (e *executor) QueueSetKeyLimit(ctx context.Context, name string, p weirdriv
 		src, fields, _ := weirdriver.ParseKey(p.Key) // checked
 		source, path = &src, fields
 	}
+	if source != nil && e.compact != nil {
+		// Claims of a queue limited per key read the list's key hints; turn
+		// it on first (only from the pool: inside a transaction, the rows it
+		// adds would not be seen until that commits).
+		if err := e.readyEnsureOn(ctx); err != nil {
+			return fmt.Errorf("set key limit of queue %s: %w", name, err)
+		}
+	}
 	if _, err := e.db.Exec(ctx, e.q.queueSetKey, name, lim, rate, periodUS, source, path, e.q.insertChannel); err != nil {
 		return fmt.Errorf("set key limit of queue %s: %w", name, err)
 	}

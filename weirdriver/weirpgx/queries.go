@@ -281,6 +281,16 @@ type queries struct {
 	readyMove     string // the same
 	readyRepair   string
 
+	readyMode        string
+	readyModeLock    string
+	readyModeRead    string
+	readyModeSet     string
+	readyLockers     string
+	readyLockersLeft string
+	readyProbeQueues string
+	readyProbe       string
+	readyClear       string // {segment}: the segment's table, qualified
+
 	// QueueListEstimated's (dashboard.go).
 	jobSize            string
 	queueCountsExact   string
@@ -326,6 +336,16 @@ func newQueries(schema string) *queries {
 		readyLive:      fill(readyLiveSQL),
 		readyMove:      fill(readyMoveSQL),
 		readyRepair:    fill(readyRepairSQL),
+
+		readyMode:        fill(readyModeSQL),
+		readyModeLock:    readyModeLockSQL,
+		readyModeRead:    fill(readyModeReadSQL),
+		readyModeSet:     fill(readyModeSetSQL),
+		readyLockers:     fill(readyLockersSQL),
+		readyLockersLeft: fill(readyLockersLeftSQL),
+		readyProbeQueues: fill(readyProbeQueuesSQL),
+		readyProbe:       fill(readyProbeSQL),
+		readyClear:       fill(readyClearSQL),
 
 		jobSize:            fill(jobSizeSQL),
 		queueCountsExact:   fill(fmt.Sprintf(queueCountsSQL, queueFinalExact)),

@@ -53,6 +53,7 @@ type compactState struct {
 	wait   [readySegments]time.Duration
 	off    [readySegments]time.Duration
 	denied [readySegments]int
+	mode   readyModeState
 }
 
 // plan returns how long to wait for segment n's lock, and false while n is
@@ -129,17 +130,15 @@ WHERE CASE WHEN j.state = 'available' AND j.queue = r.queue AND j.priority = r.p
 	AND j.scheduled_at = r.scheduled_at THEN true ELSE false END`
 
 // readyRepairSQL adds a row for each available job that has none under its
-// key: jobs written while the triggers were off (a restore with triggers
-// disabled, a replica applying changes). It reads the job table's index of
-// available jobs, so it runs at the start of a term, not at every compaction.
-const readyRepairSQL = `
-INSERT INTO {ready} (seg, queue, priority, scheduled_at, job_id, key)
-SELECT {schema}.weir_ready_seg(), j.queue, j.priority, j.scheduled_at, j.id,
-	(SELECT {schema}.weir_job_key(p.key_source, p.key_path, j.args, j.metadata) FROM {queue} p
-	WHERE p.name = j.queue AND p.key_source IS NOT NULL)
-FROM {job} j
-WHERE j.state = 'available' AND NOT EXISTS (SELECT 1 FROM {ready} r
-	WHERE r.queue = j.queue AND r.priority = j.priority AND r.scheduled_at = j.scheduled_at AND r.job_id = j.id)`
+// claim order (weir_ready_repair): jobs written while the list was off or the
+// triggers did not fire (a restore with triggers disabled, a replica applying
+// changes). It reads the job table's index of available jobs, so it runs when
+// the list is turned on and at the start of a term, not at every compaction.
+const readyRepairSQL = `SELECT {schema}.weir_ready_repair()`
+
+// readyClearSQL empties segment {segment} while the list is off (checked
+// under the mode's lock): its rows are stale, and claims do not read them.
+const readyClearSQL = `TRUNCATE {segment}`
 
 // segmentStats are a segment's live and dead rows by the statistics.
 type segmentStats struct {
@@ -150,6 +149,14 @@ type segmentStats struct {
 func (e *executor) ReadyCompact(ctx context.Context, p *weirdriver.ReadyCompactParams) (_ weirdriver.ReadyCompactResult, err error) {
 	defer func() { err = schemaErr(err) }()
 	var res weirdriver.ReadyCompactResult
+	if e.compact == nil {
+		e.compact = &compactState{} // one call's memory
+	}
+	step, err := e.readyMode(ctx)
+	res.Mode, res.ModeChanged, res.Repaired = modeName(step.mode), step.changed, int(step.repaired)
+	if err != nil {
+		return res, err
+	}
 	rows, err := e.db.Query(ctx, e.q.readySegments, e.q.schema)
 	if err != nil {
 		return res, fmt.Errorf("compact the ready list: %w", err)
@@ -172,17 +179,81 @@ func (e *executor) ReadyCompact(ctx context.Context, p *weirdriver.ReadyCompactP
 	if err := rows.Err(); err != nil {
 		return res, fmt.Errorf("compact the ready list: %w", err)
 	}
-	if res, err = e.compactSegments(ctx, p.Every, current, held, segs); err != nil {
-		return res, err
+	if step.mode == readyOff {
+		return res, e.clearSegments(ctx, p.Every, segs, &res)
 	}
-	if p.Repair {
-		tag, err := e.db.Exec(ctx, e.q.readyRepair)
-		if err != nil {
+	compacted, err := e.compactSegments(ctx, p.Every, current, held, segs)
+	compacted.Mode, compacted.ModeChanged, compacted.Repaired = res.Mode, res.ModeChanged, res.Repaired
+	if err != nil {
+		return compacted, err
+	}
+	res = compacted
+	if p.Repair && step.mode == readyOn && !step.changed {
+		var n int64
+		if err := e.db.QueryRow(ctx, e.q.readyRepair).Scan(&n); err != nil {
 			return res, fmt.Errorf("repair the ready list: %w", err)
 		}
-		res.Repaired = int(tag.RowsAffected())
+		res.Repaired += int(n)
 	}
 	return res, nil
+}
+
+func modeName(m int64) string {
+	switch m {
+	case readyOn:
+		return "on"
+	case readyWriting:
+		return "writing"
+	}
+	return "off"
+}
+
+// clearSegments empties, while the list is off, the segments the statistics
+// say hold rows (every one when every), each in a transaction that checks the
+// mode under its lock, so that a list being turned on meanwhile, whose rows
+// count, keeps them.
+func (e *executor) clearSegments(ctx context.Context, every bool, segs []segmentStats, res *weirdriver.ReadyCompactResult) error {
+	for _, s := range segs {
+		if !every && s.live+s.dead == 0 {
+			continue
+		}
+		wait, ok := e.compact.plan(s.n, time.Now())
+		if !ok && !every {
+			continue
+		}
+		table := pgx.Identifier{e.q.schema, "weir_ready_" + strconv.Itoa(s.n)}.Sanitize()
+		err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, e.q.readyModeLock, e.q.schema); err != nil {
+				return err
+			}
+			var v int64
+			if err := tx.QueryRow(ctx, e.q.readyModeRead).Scan(&v); err != nil {
+				return err
+			}
+			if m := v % 4; m == readyWriting || m == readyOn {
+				return errModeMoved
+			}
+			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = "+strconv.FormatInt(wait.Milliseconds(), 10)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, replaceSegment(e.q.readyClear, table))
+			return err
+		})
+		var pgErr *pgconn.PgError
+		busy := errors.As(err, &pgErr) && pgErr.Code == "55P03" // lock_not_available
+		e.compact.done(s.n, busy, time.Now())
+		switch {
+		case errors.Is(err, errModeMoved):
+			return nil
+		case busy:
+			res.Busy++
+		case err != nil:
+			return fmt.Errorf("clear the ready list: %s: %w", table, err)
+		default:
+			res.Compacted++
+		}
+	}
+	return nil
 }
 
 // compactSegments compacts the segments that segs, their statistics, say are

@@ -31,6 +31,9 @@ func TestReadyCompactCountsBeforeMoving(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := d.Executor().(*executor)
+	if err := e.readyEnsureOn(ctx); err != nil {
+		t.Fatal(err)
+	}
 	const q = "crowded"
 	params := make([]*weirdriver.JobInsertParams, compactMaxLive+1000)
 	for i := range params {

@@ -33,6 +33,9 @@ func readySetup(t *testing.T) (weirdriver.Executor, *pgxpool.Pool, string) {
 	if _, err := weirmigrate.New(d).Up(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
+	if err := d.ReadyListOn(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	return d.Executor(), pool, schema
 }
 

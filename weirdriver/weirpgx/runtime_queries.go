@@ -32,15 +32,17 @@ const dueAt = "coalesce(i.scheduled_at, now())"
 const stillRunning = "CASE WHEN j.state = 'running' THEN true ELSE false END"
 
 // jobClaimSQL leases up to $2 due available jobs of queue $1, unless the queue
-// is paused, for $3 µs to client $4, through weir_ready_claim: it takes rows
-// from the ready list in claim order (each segment's index: queue, priority,
-// scheduled_at, job id, walked in order whatever the statistics), rows that
-// nobody else holds, locked and deleted, and leases their jobs that are still
-// available in that queue and due, by primary key; a row whose job is not
-// (cancelled, deleted, claimed by id, moved) is a stale hint, deleted with the
-// rest. The job table's own partial index on available jobs is left alone,
-// because under an old snapshot its entries of claimed jobs cannot be cleaned
-// and every claim would walk them (docs/design/storage.md). The lease token is
+// is paused, for $3 µs to client $4, through weir_ready_claim. While the ready
+// list is off it walks the job table's partial index of available jobs in
+// claim order and locks the rows nobody else holds. While it is on (an old
+// snapshot is held, whose kept entries of claimed jobs every walk of that
+// index would pass over, or a queue has limits per key: docs/design/storage.md)
+// it takes rows from the list in claim order (each segment's index: queue,
+// priority, scheduled_at, job id, walked in order whatever the statistics),
+// rows that nobody else holds, locked and deleted, and leases their jobs that
+// are still available in that queue and due, by primary key; a row whose job
+// is not (cancelled, deleted, claimed by id, moved) is a stale hint, deleted
+// with the rest. The lease token is
 // the function's copy of nextToken. A queue with a rate limit or limits per
 // key, or with a global limit claimed by a client holding no share of it, is
 // claimed under the queue's advisory claim lock, at most the limit less the

@@ -1,5 +1,6 @@
 -- weir_ready_claim leases up to n due jobs of queue q to client_id for
--- lease_us microseconds, read from the ready list (docs/design/storage.md) and
+-- lease_us microseconds, read from the ready list while it is on, else from
+-- the job table's index of available jobs (docs/design/storage.md), and
 -- kept within the queue's limits (docs/flow-control.md, docs/design/flow-control.md). It returns the jobs
 -- it leased, then, when there is something the client should know, one more
 -- row with no id (the marker): its kind says whether a limit cut the claim
@@ -108,6 +109,10 @@ DECLARE
     mine integer[] := '{}';
     held integer[] := '{}';
     per_bucket integer; -- rows read from the head of each of mine
+    -- Whether claims walk the ready list (its mode, weir_ready_mode's value
+    -- modulo 4, is 2) or the job table's index of available jobs (any other
+    -- mode: the list is off, or being turned on). See weir_ready_inserted.
+    listed boolean := coalesce(pg_sequence_last_value(to_regclass('weir_ready_mode')) % 4, 2) = 2;
 BEGIN
     -- The queue's settings, read once: a paused queue gives nothing.
     SELECT p.global_limit, p.rate_limit, p.key_source, p.key_path, p.key_limit, p.key_rate, p.paused_at IS NOT NULL
@@ -145,6 +150,17 @@ BEGIN
         owner := owner AND key_shares;
     END IF;
     IF paused THEN
+        RETURN;
+    END IF;
+    IF key_src IS NOT NULL AND NOT listed THEN
+        -- A queue limited per key is claimed through the list's key hints,
+        -- and the list is on while any queue has such limits; a claim that
+        -- finds it off (being turned on) takes nothing and has the client
+        -- come back in 100 ms.
+        marker.attempted_at := now();
+        marker.kind := CASE WHEN NOT legacy THEN 'capped' END;
+        marker.scheduled_at := now() + interval '100 milliseconds';
+        RETURN NEXT marker;
         RETURN;
     END IF;
     IF lim IS NOT NULL AND NOT has_share THEN
@@ -506,6 +522,27 @@ BEGIN
                 DELETE FROM weir_key_rate r WHERE r.queue = q AND r.tat < now();
             END IF;
         END IF;
+    ELSIF n > 0 AND NOT listed THEN
+        -- The list is off: the job table's index of available jobs, in claim
+        -- order, the rows nobody else holds.
+        RETURN QUERY
+        WITH picked AS (
+            SELECT j.id FROM weir_job j
+            WHERE j.state = 'available' AND j.queue = q AND j.scheduled_at <= now()
+            ORDER BY j.priority, j.scheduled_at, j.id
+            LIMIT n
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE weir_job j SET
+            state = 'running',
+            attempt = j.attempt + 1,
+            lease_token = greatest(j.lease_token + 1, (extract(epoch FROM now()) * 1000000)::bigint),
+            lease_expires_at = now() + lease_us * interval '1 microsecond',
+            attempted_at = now(),
+            attempted_by = client_id
+        WHERE j.id = ANY(ARRAY(SELECT picked.id FROM picked))
+        RETURNING j.*;
+        GET DIAGNOSTICS got = ROW_COUNT;
     ELSIF n > 0 THEN
         RETURN QUERY
         WITH picked AS (

@@ -238,3 +238,27 @@ func DropScratchSchema(ctx context.Context, url, schema string) error {
 	}
 	return nil
 }
+
+// readyModeFigures reports, for a schema with weir's ready list mode (weir on
+// PostgreSQL, docs/design/storage.md), whether the list was on at the end of
+// the run name and how many times the maintenance leader changed its mode
+// since the schema was made; nothing for other systems.
+func readyModeFigures(ctx context.Context, admin *pgxpool.Pool, schema, name string) ([]result, error) {
+	var v *int64
+	seq := pgx.Identifier{schema, "weir_ready_mode"}.Sanitize()
+	if err := admin.QueryRow(ctx, `SELECT CASE WHEN to_regclass($1) IS NOT NULL
+		THEN pg_sequence_last_value(to_regclass($1)) END`, seq).Scan(&v); err != nil {
+		return nil, fmt.Errorf("read the ready list's mode: %w", err)
+	}
+	if v == nil {
+		return nil, nil
+	}
+	on := 0.0
+	if *v%4 == 2 {
+		on = 1
+	}
+	return []result{
+		{fig(name+" ready list on at end", "", "1 = on", "", ""), on},
+		{fig(name+" ready list mode changes so far", "", "count", "", ""), float64(*v / 4)},
+	}, nil
+}

@@ -50,6 +50,10 @@ func (b *bench) pressure(held bool) func(context.Context, System) ([]result, err
 		if err != nil {
 			return nil, err
 		}
+		mode, err := readyModeFigures(ctx, b.admin, sys.Schema(), name)
+		if err != nil {
+			return nil, err
+		}
 		secs := o.elapsed.Seconds()
 		res := []result{
 			{fig(name+" completed", name+" done", "jobs/s", "higher", "throughput"), float64(o.completed) / secs},
@@ -61,6 +65,7 @@ func (b *bench) pressure(held bool) func(context.Context, System) ([]result, err
 			{fig(name+" tables at end", "", "MiB", "lower", ""), mib(heap)},
 			{fig(name+" indexes at end", "", "MiB", "lower", ""), mib(indexes)},
 		}
+		res = append(res, mode...)
 		// By step: completed/s over the step, and the pickup p50 and p99 of
 		// the jobs inserted in it.
 		byStep := pickupsByStep(o.rec, o.start, step, len(o.marks))

@@ -63,6 +63,10 @@ func (b *bench) drain(ctx context.Context, sys System) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
+	mode, err := readyModeFigures(ctx, b.admin, sys.Schema(), "W1")
+	if err != nil {
+		return nil, err
+	}
 	b.status("VACUUM")
 	if err := execSQL(ctx, b.admin, "VACUUM "+table); err != nil {
 		return nil, err
@@ -83,7 +87,7 @@ func (b *bench) drain(ctx context.Context, sys System) ([]result, error) {
 			result{fig("W1 drain / raw SQL ceiling", "W1 drain / raw SQL", "ratio", "higher", ""), rate / ceiling})
 	}
 	perJob := func(v int64) float64 { return float64(v) / float64(n) }
-	return append(res, []result{
+	return append(append(res, []result{
 		{fig("W1 WAL", "W1 WAL/job", "bytes/job", "lower", "cost"), perJob(wal1 - wal0)},
 		{fig("W1 dead tuples left", "W1 dead tuples/job", "per job", "lower", "cost"), perJob(after.dead)},
 		{fig("W1 row updates", "", "per job", "lower", ""), perJob(after.updates - before.updates)},
@@ -92,7 +96,7 @@ func (b *bench) drain(ctx context.Context, sys System) ([]result, error) {
 		{fig("W1 table before drain", "", "MiB", "", ""), mib(heapBefore)},
 		{fig("W1 table after drain and VACUUM", "W1 table after", "MiB", "lower", "cost"), mib(heapAfter)},
 		{fig("W1 indexes after drain and VACUUM", "", "MiB", "lower", ""), mib(indexesAfter)},
-	}...), nil
+	}...), mode...), nil
 }
 
 func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }

@@ -288,6 +288,7 @@ type queries struct {
 	readyLockers     string
 	readyLockersLeft string
 	readyProbeQueues string
+	readyProbeRange  string
 	readyProbe       string
 	readyClear       string // {segment}: the segment's table, qualified
 
@@ -344,6 +345,7 @@ func newQueries(schema string) *queries {
 		readyLockers:     fill(readyLockersSQL),
 		readyLockersLeft: fill(readyLockersLeftSQL),
 		readyProbeQueues: fill(readyProbeQueuesSQL),
+		readyProbeRange:  fill(readyProbeRangeSQL),
 		readyProbe:       fill(readyProbeSQL),
 		readyClear:       fill(readyClearSQL),
 

@@ -47,19 +47,26 @@ const (
 	readyWalkMin    = 50000
 )
 
-// While the list is on, the leader probes the index every readyProbeEvery:
-// for each queue it walks the head twice (the first walk marks the entries
-// dead to every transaction) and counts, in the second, the entries handed
-// out beyond the rows found. readyProbeShort such probes in a row with at most
-// readyProbeSlack extra entries per queue, and none cut off by
-// readyProbeTimeout, turn the list off.
+// While the list is on, the leader probes the job table's index every
+// readyProbeEvery. Each probe notes, for each queue with rows in the list
+// (at most readyProbeQueues), the range of the claim order its first
+// readyProbeRange rows span; the next probe walks that range of the index
+// twice, and counts the entries the second walk was handed beyond the rows it
+// found. By then the range's jobs have mostly been claimed: their entries are
+// dead, and the first walk marks them (later scans skip them) unless a
+// snapshot older than their claims keeps them. So a short second walk says no
+// old snapshot is held, whatever else the index holds (walking the whole dead
+// head of a busy queue's index would not fit the probe's time). The walks are
+// cut off at readyProbeTimeout (counted as long). readyProbeShort probes in a
+// row with at most readyProbeSlack extra entries in every range turn the list
+// off.
 const (
 	readyProbeEvery   = 5 * time.Second
 	readyProbeShort   = 3
-	readyProbeSlack   = 1000
+	readyProbeRange   = 1000
+	readyProbeSlack   = readyProbeRange / 4
 	readyProbeTimeout = 50 * time.Millisecond
 	readyProbeQueues  = 32
-	readyProbeRows    = 100
 )
 
 // readyModeSQL reads the mode's value, whether any queue has limits per key,
@@ -93,8 +100,8 @@ const readyLockersLeftSQL = `
 SELECT count(*) FROM pg_locks l
 WHERE l.locktype = 'relation' AND l.relation = '{schema}.weir_job'::regclass AND l.virtualtransaction = ANY($1)`
 
-// readyProbeQueuesSQL names the queues a probe walks: those with rows in the
-// list (a skip scan of its claim index) and those a running client works.
+// readyProbeQueuesSQL names the queues with rows in the list (a skip scan
+// of its claim index), at most $1.
 const readyProbeQueuesSQL = `
 WITH RECURSIVE listed(q) AS (
 	(SELECT r.queue FROM {ready} r ORDER BY r.queue LIMIT 1)
@@ -102,21 +109,39 @@ WITH RECURSIVE listed(q) AS (
 	SELECT (SELECT r.queue FROM {ready} r WHERE r.queue > listed.q ORDER BY r.queue LIMIT 1)
 	FROM listed WHERE listed.q IS NOT NULL
 )
-SELECT q FROM (
-	SELECT listed.q FROM listed WHERE listed.q IS NOT NULL
-	UNION
-	SELECT e ->> 'name' FROM {client} c, jsonb_array_elements(c.queues) e
-) s WHERE q IS NOT NULL ORDER BY q LIMIT $1`
+SELECT listed.q FROM listed WHERE listed.q IS NOT NULL LIMIT $1`
 
-// readyProbeSQL walks the head of queue $1's entries in the job table's index
-// of available jobs, and returns how many entries the index handed out and
-// how many rows it gave.
+// readyProbeRangeSQL returns the range of the claim order that queue $1's
+// first $2 rows in the list span: the first's place and the last's; no row
+// when it has none.
+const readyProbeRangeSQL = `
+WITH h AS (
+	SELECT r.priority, r.scheduled_at, r.job_id FROM {ready} r WHERE r.queue = $1
+	ORDER BY r.priority, r.scheduled_at, r.job_id LIMIT $2
+)
+SELECT f.priority, f.scheduled_at, f.job_id, l.priority, l.scheduled_at, l.job_id
+FROM (SELECT * FROM h ORDER BY h.priority, h.scheduled_at, h.job_id LIMIT 1) f,
+	(SELECT * FROM h ORDER BY h.priority DESC, h.scheduled_at DESC, h.job_id DESC LIMIT 1) l`
+
+// readyProbeSQL walks the range ($2, $3, $4) to ($5, $6, $7) of queue $1's
+// entries in the job table's index of available jobs, and returns how many
+// entries the index has handed out in this transaction, and how many rows
+// the walk found.
 const readyProbeSQL = `
 WITH walk AS (
-	SELECT count(*) AS n FROM (SELECT 1 FROM {job} j WHERE j.state = 'available' AND j.queue = $1
-		ORDER BY j.priority, j.scheduled_at, j.id LIMIT $2) h
+	SELECT count(*) AS n FROM {job} j WHERE j.state = 'available' AND j.queue = $1
+		AND (j.priority, j.scheduled_at, j.id) >= ($2::smallint, $3::timestamptz, $4::bigint)
+		AND (j.priority, j.scheduled_at, j.id) <= ($5::smallint, $6::timestamptz, $7::bigint)
 )
 SELECT pg_stat_get_xact_tuples_returned('{schema}.weir_job_available_idx'::regclass), walk.n FROM walk`
+
+// probeRange is a range of a queue's claim order that the next probe walks.
+type probeRange struct {
+	queue      string
+	loP, hiP   int16
+	loAt, hiAt time.Time
+	loID, hiID int64
+}
 
 // readyModeState is what the leader's driver remembers of the mode between
 // calls: the index's counts at its last look, and the probes.
@@ -125,6 +150,7 @@ type readyModeState struct {
 	handed, fetched int64
 	nextProbe       time.Time
 	short           int
+	ranges          []probeRange // what the next probe walks
 }
 
 // nextModeValue is the value that sets mode m after value v.
@@ -293,34 +319,29 @@ func (e *executor) readyProbe(ctx context.Context, v int64) (readyModeStep, erro
 	return readyModeStep{mode: readyOff, changed: true}, nil
 }
 
-// readyProbeShort walks the head of each probed queue twice and says whether
-// every second walk was short.
+// readyProbeShort walks the ranges the last probe noted, twice each, says
+// whether every second walk was short, and notes the ranges of the next.
 func (e *executor) readyProbeShort(ctx context.Context) (bool, error) {
-	rows, err := e.db.Query(ctx, e.q.readyProbeQueues, readyProbeQueues)
-	if err != nil {
-		return false, fmt.Errorf("probe the ready list: %w", err)
-	}
-	queues, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return false, fmt.Errorf("probe the ready list: %w", err)
-	}
+	e.compact.mu.Lock()
+	ranges := e.compact.mode.ranges
+	e.compact.mode.ranges = nil
+	e.compact.mu.Unlock()
 	short := true
-	err = pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = "+strconv.FormatInt(readyProbeTimeout.Milliseconds(), 10)+
-			"; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"); err != nil {
+			"; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"); err != nil {
 			return err
 		}
-		for _, q := range queues {
+		for _, r := range ranges {
 			var before, after, n int64
 			for walk := range 2 {
-				var got int64
-				if err := tx.QueryRow(ctx, e.q.readyProbe, q, readyProbeRows).Scan(&after, &got); err != nil {
+				if err := tx.QueryRow(ctx, e.q.readyProbe, r.queue, r.loP, r.loAt, r.loID, r.hiP, r.hiAt, r.hiID).
+					Scan(&after, &n); err != nil {
 					return err
 				}
 				if walk == 0 {
 					before = after
 				}
-				n = got
 			}
 			if after-before-n > readyProbeSlack {
 				short = false
@@ -329,19 +350,46 @@ func (e *executor) readyProbeShort(ctx context.Context) (bool, error) {
 		}
 		return nil
 	})
+	if isQueryCanceled(err) {
+		short, err = false, nil // cut off: long
+	}
 	if err != nil {
-		if isQueryCanceled(err) {
-			return false, nil // cut off: long
-		}
 		return false, fmt.Errorf("probe the ready list: %w", err)
 	}
+	next, err := e.readyProbeRanges(ctx)
+	if err != nil {
+		return false, err
+	}
+	e.compact.mu.Lock()
+	e.compact.mode.ranges = next
+	e.compact.mu.Unlock()
 	return short, nil
 }
 
-// isQueryCanceled says err is a statement cancelled by its timeout.
-func isQueryCanceled(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "57014"
+// readyProbeRanges notes the range of each listed queue's first rows.
+func (e *executor) readyProbeRanges(ctx context.Context) ([]probeRange, error) {
+	rows, err := e.db.Query(ctx, e.q.readyProbeQueues, readyProbeQueues)
+	if err != nil {
+		return nil, fmt.Errorf("probe the ready list: %w", err)
+	}
+	queues, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("probe the ready list: %w", err)
+	}
+	var out []probeRange
+	for _, q := range queues {
+		r := probeRange{queue: q}
+		err := e.db.QueryRow(ctx, e.q.readyProbeRange, q, readyProbeRange).
+			Scan(&r.loP, &r.loAt, &r.loID, &r.hiP, &r.hiAt, &r.hiID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // its rows went meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("probe the ready list: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // readyEnsureOn turns the list on, waiting for it, unless it is on: a queue
@@ -386,4 +434,10 @@ func (e *executor) readyEnsureOn(ctx context.Context) error {
 // table's index short for a while (about 15 seconds).
 func (d *Driver) ReadyListOn(ctx context.Context) error {
 	return d.Executor().(*executor).readyEnsureOn(ctx)
+}
+
+// isQueryCanceled says err is a statement cancelled by its timeout.
+func isQueryCanceled(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57014"
 }

@@ -209,31 +209,44 @@ func TestReadyTurnsOnUnderHeldSnapshot(t *testing.T) {
 	if n := readyRows(t, pool, schema); n != 10 {
 		t.Fatalf("the list holds %d rows after 10 inserts with the list on, want 10", n)
 	}
-	probe := func() readyModeStep {
+	claimAll := func() {
 		t.Helper()
+		for {
+			jobs, _, err := e.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: "held", Max: 1000, ClientID: "c", LeaseDuration: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(jobs) == 0 {
+				return
+			}
+		}
+	}
+	claimAll()
+	// A busy queue: between two probes its jobs are inserted and claimed.
+	// Each probe walks the range of the claim order that the previous one
+	// noted in the list, whose jobs were claimed since.
+	busyProbe := func() readyModeStep {
+		t.Helper()
+		insertN(t, e, "held", 1500)
 		e.compact.mode.nextProbe = time.Time{}
 		step, err := e.readyMode(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		claimAll()
 		return step
 	}
 	// While the snapshot is held the probes find the walk long.
-	for range readyProbeShort + 1 {
-		if step := probe(); step.mode != readyOn {
-			t.Fatalf("probe with the snapshot held: %+v, want the list kept on", step)
+	for i := range readyProbeShort + 2 {
+		if step := busyProbe(); step.mode != readyOn {
+			t.Fatalf("probe %d with the snapshot held: %+v, want the list kept on", i+1, step)
 		}
 	}
 	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
 		t.Fatal(err)
 	}
-	// What autovacuum does once the snapshot is gone (a probe, bounded in
-	// time, marks only the entries it reaches).
-	if _, err := pool.Exec(ctx, "VACUUM "+pgx.Identifier{schema, "weir_job"}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
 	for i := range readyProbeShort {
-		step := probe()
+		step := busyProbe()
 		if want := i < readyProbeShort-1; (step.mode == readyOn) != want {
 			t.Fatalf("probe %d after the snapshot ended: %+v", i+1, step)
 		}
@@ -247,6 +260,7 @@ func TestReadyTurnsOnUnderHeldSnapshot(t *testing.T) {
 	if n := readyRows(t, pool, schema); n != 0 {
 		t.Fatalf("the list holds %d rows after a compaction with the list off, want none", n)
 	}
+	insertN(t, e, "held", 10)
 	jobs, _, err := e.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: "held", Max: 100, ClientID: "c", LeaseDuration: time.Minute})
 	if err != nil || len(jobs) != 10 {
 		t.Fatalf("claim with the list off again: %d jobs, %v; want the 10", len(jobs), err)

@@ -90,7 +90,12 @@ func TestRun(t *testing.T) {
 			}
 		}
 	}
-	want := 31 // with W1's raw SQL ceiling and the ratio to it
+	want := 33 // with W1's raw SQL ceiling and the ratio to it, and the ready list's mode
+	// A plain drain leaves weir's ready list off.
+	if i := slices.IndexFunc(rep.Figures, func(f *Figure) bool { return f.Name == "W1 ready list on at end, 1 = on" }); i < 0 ||
+		slices.Max(rep.Figures[i].Values["weir"]) != 0 {
+		t.Errorf("W1's ready list figure missing or on")
+	}
 	for _, name := range []string{"W1 raw SQL ceiling, jobs/s", "W1 drain / raw SQL ceiling, ratio"} {
 		if i := slices.IndexFunc(rep.Figures, func(f *Figure) bool { return f.Name == name }); i < 0 || slices.Min(rep.Figures[i].Values["weir"]) <= 0 {
 			t.Errorf("figure %q missing or not positive", name)

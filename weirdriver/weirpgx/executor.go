@@ -365,8 +365,14 @@ func (e *executor) QueueSetKeyLimit(ctx context.Context, name string, p weirdriv
 	if source != nil && e.compact != nil {
 		// Claims of a queue limited per key read the list's key hints; turn
 		// it on first (only from the pool: inside a transaction, the rows it
-		// adds would not be seen until that commits).
-		if err := e.readyEnsureOn(ctx); err != nil {
+		// adds would not be seen until that commits). Turning on waits for
+		// the transactions writing jobs; one left open (the caller's own,
+		// perhaps) leaves it to the maintenance leader after readyOnWait,
+		// and the queue's claims take nothing until then.
+		onCtx, cancel := context.WithTimeout(ctx, readyOnWait)
+		err := e.readyEnsureOn(onCtx)
+		cancel()
+		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
 			return fmt.Errorf("set key limit of queue %s: %w", name, err)
 		}
 	}

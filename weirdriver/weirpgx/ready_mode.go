@@ -392,6 +392,10 @@ func (e *executor) readyProbeRanges(ctx context.Context) ([]probeRange, error) {
 	return out, nil
 }
 
+// readyOnWait is how long setting a limit per key waits for the list to be
+// turned on (see QueueSetKeyLimit).
+const readyOnWait = 5 * time.Second
+
 // readyEnsureOn turns the list on, waiting for it, unless it is on: a queue
 // limited per key is claimed through it. It leaves the list as it is when
 // another client's leader keeps moving the mode.

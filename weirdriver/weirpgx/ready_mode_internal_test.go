@@ -339,3 +339,44 @@ func TestReadyDownListsEveryJob(t *testing.T) {
 		t.Fatalf("claim: %d jobs, %v; want 25", len(jobs), err)
 	}
 }
+
+// TestReadyKeyLimitWithWriterOpen: setting a limit per key while a
+// transaction that wrote jobs stays open (the caller's own, say) does not wait
+// for it for ever: the limit is set after readyOnWait, the queue's claims take
+// nothing while the list is being turned on, and the leader finishes turning
+// it on once the transaction ends.
+func TestReadyKeyLimitWithWriterOpen(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e, _, _ := modeSetup(t, nil)
+	writer, err := e.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	wexec := &executor{db: writer, q: e.q}
+	params := []*weirdriver.JobInsertParams{{Kind: "k", Queue: "keyed", Args: json.RawMessage(`{}`), Priority: 2, MaxAttempts: 3}}
+	if _, err := wexec.JobInsert(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.QueueSetKeyLimit(ctx, "keyed", weirdriver.KeyLimitParams{Key: "args.tenant", Limit: 1}); err != nil {
+		t.Fatalf("set a limit per key with a writer open: %v", err)
+	}
+	if m := modeOf(t, e); m != readyWriting {
+		t.Fatalf("mode %d with the writer open, want writing", m)
+	}
+	jobs, lim, err := e.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: "keyed", Max: 5, ClientID: "c", LeaseDuration: time.Minute})
+	if err != nil || len(jobs) != 0 || lim.Wait != 100*time.Millisecond {
+		t.Fatalf("keyed claim while the list is turned on: %d jobs, %+v, %v; want none and a wait of 100ms", len(jobs), lim, err)
+	}
+	if err := writer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if step, err := e.readyMode(ctx); err != nil || step.mode != readyOn {
+		t.Fatalf("the leader's look once the writer ended: %+v, %v; want the list on", step, err)
+	}
+	jobs, _, err = e.JobClaim(ctx, &weirdriver.JobClaimParams{Queue: "keyed", Max: 5, ClientID: "c", LeaseDuration: time.Minute})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("keyed claim with the list on: %d jobs, %v; want the writer's job", len(jobs), err)
+	}
+}

@@ -148,7 +148,8 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	present := append(positive, "W1 HOT updates, per job", "W1 autovacuums during drain, count",
 		"W2 200/s backlog at end, jobs", "W2 200/s pickup p50, ms", "W2 200/s dead tuples left, per job",
-		"W3 200/s pickup p50, ms", "W3 defaults 200/s pickup p50, ms", "W3 defaults 200/s pickup p99, ms")
+		"W3 200/s pickup p50, ms", "W3 defaults 200/s pickup p50, ms", "W3 defaults 200/s pickup p99, ms",
+		"W1 ready list on at end, 1 = on", "W1 ready list mode changes so far, count")
 	for _, name := range present {
 		vs, ok := figures[name]
 		if !ok || len(vs) != 1 {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # model/check.sh: check model/weir.pml, the model of weir's lease protocol,
 # model/limit.pml, the model of a queue's global limit's claim,
-# model/share.pml, the model of the shares that keep it, and
+# model/share.pml, the model of the shares that keep it,
 # model/keyshare.pml, the model of the shares of a queue's keys that keep its
-# limit per key, with spin (docs/design/model.md). `make model` runs it.
+# limit per key, and model/ready.pml, the model of the ready list's mode, with
+# spin (docs/design/model.md). `make model` runs it.
 #
 # 1. The protocols as weir runs them, each model in one or more configurations,
 #    searched exhaustively (no bitstate hashing, no hash compaction): any error,
@@ -179,6 +180,27 @@ broken COUNTED_TAKES_HELD G11 'hrun' -DNC=2 -DNJ=2 -DLIMIT=1
 broken START_UNHELD       G11 'hrun' -DNC=2 -DNJ=2 -DLIMIT=1
 broken TRUST_PAST_EXPIRY  G11 'hrun' -DNC=2 -DNJ=2 -DLIMIT=1
 broken NO_LOCAL_LIMIT     G11 'hrun' -DNC=2 -DNJ=2 -DLIMIT=1
+
+# The ready list's mode (model/ready.pml, docs/design/storage.md): writers,
+# a job made available again and claims, beside two leaders turning the list
+# on and off; then the five ways of getting it wrong. The model's claim takes
+# its write lock on weir_job before it reads the mode; weir_ready_claim, as
+# this model was written, reads it first, which is CLAIM_READ_FIRST (see
+# docs/design/model.md). Two jobs and one claimer (some 16 million states,
+# 1.6 GB, about 30 s), then one job and two claimers (2.4 million).
+model="$here/ready.pml"
+pan_cflags=""
+# Its violations lie up to 30 events deep: a breadth-first search finds a
+# shortest trail, with one job and one claimer, in seconds.
+broken_cflags="-O2 -DBFS"
+broken_pan="-m10000 -w22"
+exhaustive ready-2-jobs     -DNJ=2 -DNC=1 -DMAXCLAIMS=2
+exhaustive ready-2-claimers -DNJ=1 -DNC=2 -DMAXCLAIMS=1
+broken NO_WAIT          G1 'mode!=2' -DNJ=1 -DNC=1 -DMAXCLAIMS=2
+broken LOCK_AFTER_READ  G1 'mode!=2' -DNJ=1 -DNC=1 -DMAXCLAIMS=2
+broken NO_RECHECK       G1 'mode!=2' -DNJ=1 -DNC=1 -DMAXCLAIMS=2
+broken CLAIM_READ_FIRST G1 'mode!=2' -DNJ=1 -DNC=1 -DMAXCLAIMS=2
+broken CLEAR_UNCHECKED  G1 'mode!=2' -DNJ=1 -DNC=1 -DMAXCLAIMS=2
 
 if [ "$fail" -ne 0 ]; then
 	echo "model/check.sh: FAILED" >&2

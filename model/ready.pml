@@ -69,8 +69,8 @@
  *   NO_RECHECK       the leader writes 2 without checking that the value is
  *                    still the one it wrote as 1.
  *   CLAIM_READ_FIRST a claim reads the mode before it takes its write lock on
- *                    weir_job, as weir_ready_claim does as this is written (in
- *                    its declarations): a hole in weir, not only in the model
+ *                    weir_job, as weir_ready_claim's first version did (in
+ *                    its declarations): the hole this model found in weir
  *                    (docs/design/model.md).
  *   CLEAR_UNCHECKED  the leader empties the list on the mode it read before,
  *                    without reading it again under X.

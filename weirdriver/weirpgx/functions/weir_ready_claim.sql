@@ -112,8 +112,15 @@ DECLARE
     -- Whether claims walk the ready list (its mode, weir_ready_mode's value
     -- modulo 4, is 2) or the job table's index of available jobs (any other
     -- mode: the list is off, or being turned on). See weir_ready_inserted.
-    listed boolean := coalesce(pg_sequence_last_value(to_regclass('weir_ready_mode')) % 4, 2) = 2;
+    listed boolean;
 BEGIN
+    -- The write lock on weir_job first, then the mode, as a writer reads it:
+    -- a leader that turns the list on waits for the transactions holding the
+    -- lock, so a claim that read the mode before the list was last turned
+    -- off, and deletes rows by what it saw then, has ended before the
+    -- leader adds the missing rows (model/ready.pml, CLAIM_READ_FIRST).
+    LOCK TABLE weir_job IN ROW EXCLUSIVE MODE;
+    listed := coalesce(pg_sequence_last_value(to_regclass('weir_ready_mode')) % 4, 2) = 2;
     -- The queue's settings, read once: a paused queue gives nothing.
     SELECT p.global_limit, p.rate_limit, p.key_source, p.key_path, p.key_limit, p.key_rate, p.paused_at IS NOT NULL
     INTO lim, rate, key_src, key_path, key_lim, key_rate, paused

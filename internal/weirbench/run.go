@@ -177,6 +177,11 @@ func (b *bench) withClient(ctx context.Context, sys System, cfg ClientConfig, fn
 				}
 			}
 		}
+		if r, ok := sys.(interface{ ResetSQL() []string }); ok {
+			if err := execSQL(ctx, b.admin, r.ResetSQL()...); err != nil {
+				return fmt.Errorf("reset: %w", err)
+			}
+		}
 		return fn(c)
 	}()
 	pool.Close()

@@ -3,6 +3,7 @@ package weirbench
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -75,6 +76,18 @@ func (s *weirSystem) ResetTables() []string {
 		tables = append(tables, pgx.Identifier{s.cfg.Schema, t}.Sanitize())
 	}
 	return tables
+}
+
+// ResetSQL turns the ready list off after the tables are emptied, as its
+// leader would some 15 s after a run that turned it on (W6's limits per key,
+// W7's snapshot): so that each run starts as on a new schema. Off is always
+// safe (claims then walk the job table's index, which is whole), and the
+// value written is higher than the one read, as a leader's are.
+func (s *weirSystem) ResetSQL() []string {
+	seq := strings.ReplaceAll(pgx.Identifier{s.cfg.Schema, "weir_ready_mode"}.Sanitize(), "'", "''")
+	return []string{`SELECT setval(c.oid, (pg_sequence_last_value(c.oid) / 4 + 1) * 4, true)
+FROM (SELECT to_regclass('` + seq + `') AS oid) c
+WHERE c.oid IS NOT NULL AND pg_sequence_last_value(c.oid) % 4 <> 0`}
 }
 
 // defaultWorkers is the number of handlers of Latency and Defaults; weir has

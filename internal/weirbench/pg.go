@@ -241,8 +241,9 @@ func DropScratchSchema(ctx context.Context, url, schema string) error {
 
 // readyModeFigures reports, for a schema with weir's ready list mode (weir on
 // PostgreSQL, docs/design/storage.md), whether the list was on at the end of
-// the run name and how many times the maintenance leader changed its mode
-// since the schema was made; nothing for other systems.
+// the run name and how many times its mode was written since the schema was
+// made (by the maintenance leader, or by the reset between runs); nothing for
+// other systems.
 func readyModeFigures(ctx context.Context, admin *pgxpool.Pool, schema, name string) ([]result, error) {
 	var v *int64
 	seq := pgx.Identifier{schema, "weir_ready_mode"}.Sanitize()

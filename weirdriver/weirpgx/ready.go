@@ -222,14 +222,7 @@ func (e *executor) clearSegments(ctx context.Context, every bool, segs []segment
 			continue
 		}
 		table := pgx.Identifier{e.q.schema, "weir_ready_" + strconv.Itoa(s.n)}.Sanitize()
-		err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, e.q.readyModeLock, e.q.schema); err != nil {
-				return err
-			}
-			var v int64
-			if err := tx.QueryRow(ctx, e.q.readyModeRead).Scan(&v); err != nil {
-				return err
-			}
+		err := e.withModeLock(ctx, func(tx pgx.Tx, v int64) error {
 			if m := v % 4; m == readyWriting || m == readyOn {
 				return errModeMoved
 			}

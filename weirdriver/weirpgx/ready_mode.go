@@ -206,14 +206,7 @@ func (e *executor) readyMode(ctx context.Context) (readyModeStep, error) {
 // written.
 func (e *executor) readyModeSet(ctx context.Context, v, m int64) (int64, bool, error) {
 	w := nextModeValue(v, m)
-	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, e.q.readyModeLock, e.q.schema); err != nil {
-			return err
-		}
-		var now int64
-		if err := tx.QueryRow(ctx, e.q.readyModeRead).Scan(&now); err != nil {
-			return err
-		}
+	err := e.withModeLock(ctx, func(tx pgx.Tx, now int64) error {
 		if now != v {
 			return errModeMoved
 		}
@@ -230,6 +223,21 @@ func (e *executor) readyModeSet(ctx context.Context, v, m int64) (int64, bool, e
 }
 
 var errModeMoved = errors.New("the ready list's mode moved")
+
+// withModeLock runs fn in a transaction that holds the mode's lock, with the
+// mode's value read under it.
+func (e *executor) withModeLock(ctx context.Context, fn func(tx pgx.Tx, v int64) error) error {
+	return pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, e.q.readyModeLock, e.q.schema); err != nil {
+			return err
+		}
+		var v int64
+		if err := tx.QueryRow(ctx, e.q.readyModeRead).Scan(&v); err != nil {
+			return err
+		}
+		return fn(tx, v)
+	})
+}
 
 // readyTurnOn finishes turning the list on from value v (readyWriting): it
 // waits for the transactions that held a write lock on weir_job, adds the
@@ -254,14 +262,7 @@ func (e *executor) readyTurnOn(ctx context.Context, v int64) (readyModeStep, err
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, e.q.readyModeLock, e.q.schema); err != nil {
-			return err
-		}
-		var now int64
-		if err := tx.QueryRow(ctx, e.q.readyModeRead).Scan(&now); err != nil {
-			return err
-		}
+	err := e.withModeLock(ctx, func(tx pgx.Tx, now int64) error {
 		if now != v {
 			return errModeMoved
 		}

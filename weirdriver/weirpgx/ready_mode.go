@@ -248,6 +248,11 @@ func (e *executor) readyTurnOn(ctx context.Context, v int64) (readyModeStep, err
 	if err := e.db.QueryRow(ctx, e.q.readyLockers).Scan(&lockers); err != nil {
 		return step, fmt.Errorf("turn the ready list on: %w", err)
 	}
+	// No statement waits for another session's transaction without taking
+	// a lock that would queue new writers behind it, so the leader polls
+	// pg_locks until the listed ones are gone.
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
 	for len(lockers) > 0 {
 		var left int
 		if err := e.db.QueryRow(ctx, e.q.readyLockersLeft, lockers).Scan(&left); err != nil {
@@ -259,7 +264,7 @@ func (e *executor) readyTurnOn(ctx context.Context, v int64) (readyModeStep, err
 		select {
 		case <-ctx.Done():
 			return step, fmt.Errorf("turn the ready list on: wait for %d writers: %w", left, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+		case <-poll.C:
 		}
 	}
 	err := e.withModeLock(ctx, func(tx pgx.Tx, now int64) error {
@@ -327,6 +332,31 @@ func (e *executor) readyProbeShort(ctx context.Context) (bool, error) {
 	ranges := e.compact.mode.ranges
 	e.compact.mode.ranges = nil
 	e.compact.mu.Unlock()
+	// The first probe since the list was turned on only notes ranges.
+	short, err := e.walkProbeRanges(ctx, ranges)
+	if isQueryCanceled(err) {
+		short, err = false, nil // cut off: long
+	}
+	if err != nil {
+		return false, fmt.Errorf("probe the ready list: %w", err)
+	}
+	next, err := e.readyProbeRanges(ctx)
+	if err != nil {
+		return false, err
+	}
+	e.compact.mu.Lock()
+	e.compact.mode.ranges = next
+	e.compact.mu.Unlock()
+	return short, nil
+}
+
+// walkProbeRanges walks each of ranges twice in one transaction bounded to
+// readyProbeTimeout, and says whether no second walk was handed more than
+// readyProbeSlack entries beyond its rows.
+func (e *executor) walkProbeRanges(ctx context.Context, ranges []probeRange) (bool, error) {
+	if len(ranges) == 0 {
+		return true, nil
+	}
 	short := true
 	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = "+strconv.FormatInt(readyProbeTimeout.Milliseconds(), 10)+
@@ -351,20 +381,7 @@ func (e *executor) readyProbeShort(ctx context.Context) (bool, error) {
 		}
 		return nil
 	})
-	if isQueryCanceled(err) {
-		short, err = false, nil // cut off: long
-	}
-	if err != nil {
-		return false, fmt.Errorf("probe the ready list: %w", err)
-	}
-	next, err := e.readyProbeRanges(ctx)
-	if err != nil {
-		return false, err
-	}
-	e.compact.mu.Lock()
-	e.compact.mode.ranges = next
-	e.compact.mu.Unlock()
-	return short, nil
+	return short, err
 }
 
 // readyProbeRanges notes the range of each listed queue's first rows.

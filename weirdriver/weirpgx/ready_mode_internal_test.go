@@ -74,7 +74,7 @@ func TestReadyOffByDefault(t *testing.T) {
 	if n := readyRows(t, pool, schema); n != 0 {
 		t.Fatalf("the list holds %d rows with the list off, want none", n)
 	}
-	var got []*weirdriverJob
+	var got []*claimPlace
 	for {
 		jobs, _, err := e.JobClaim(t.Context(), &weirdriver.JobClaimParams{Queue: "q", Max: 7, ClientID: "c", LeaseDuration: time.Minute})
 		if err != nil {
@@ -84,24 +84,25 @@ func TestReadyOffByDefault(t *testing.T) {
 			break
 		}
 		for _, j := range jobs {
-			got = append(got, &weirdriverJob{j.Priority, j.ScheduledAt, j.ID})
+			got = append(got, &claimPlace{j.Priority, j.ScheduledAt, j.ID})
 		}
 	}
 	if len(got) != 50 {
 		t.Fatalf("claimed %d jobs, want 50", len(got))
 	}
-	if !slices.IsSortedFunc(got, func(a, b *weirdriverJob) int { return a.cmp(b) }) {
+	if !slices.IsSortedFunc(got, func(a, b *claimPlace) int { return a.cmp(b) }) {
 		t.Fatal("jobs not claimed in claim order (priority, scheduled time, id)")
 	}
 }
 
-type weirdriverJob struct {
+// claimPlace is a job's place in the claim order.
+type claimPlace struct {
 	priority int
 	at       time.Time
 	id       int64
 }
 
-func (a *weirdriverJob) cmp(b *weirdriverJob) int {
+func (a *claimPlace) cmp(b *claimPlace) int {
 	switch {
 	case a.priority != b.priority:
 		return a.priority - b.priority

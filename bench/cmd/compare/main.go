@@ -33,10 +33,10 @@ func main() {
 	jsonPath := flag.String("json", "", "also write every round's figures to `FILE` as JSON")
 	plotPath := flag.String("plot", "results/compare.svg", "write the plot to `FILE` as SVG (empty: none)")
 	seriesPath := flag.String("series-plot", "", "also write a plot of the figures taken over time (W7) to `FILE` as SVG")
-	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing), weir-mw (weir with a worker middleware that only calls the next handler), weir-deep (weir whose no-op handler first uses 8 KiB of stack, as a handler with a real call depth does), river, graphile (graphile-worker) and pgboss (pg-boss), the last two on Node.js (bench/node)")
+	systemNames := flag.String("systems", "weir,river", "the systems to run, in order, the first two giving the ratio: `LIST` of weir, weir-otel (weir with weirotel's tracing and metrics on the OpenTelemetry SDK, exporting to nothing), weir-mw (weir with a worker middleware that only calls the next handler), weir-deep (weir whose no-op handler first uses 8 KiB of stack, as a handler with a real call depth does), river, river-otel (River with otelriver's middleware on the same OpenTelemetry SDK as weir-otel), graphile (graphile-worker) and pgboss (pg-boss), the last two on Node.js (bench/node)")
 	otelParts := flag.String("otel-parts", "insert,worker,hook,observe", "the parts of weirotel that weir-otel turns on: `LIST` of insert, worker, hook, observe")
-	otelSample := flag.Float64("otel-sample", 1, "the fraction of traces weir-otel samples (`F`, 0 to 1; 1: every one)")
-	otelMetrics := flag.Bool("otel-metrics", true, "weir-otel records metrics (false: OpenTelemetry's no-op meter provider)")
+	otelSample := flag.Float64("otel-sample", 1, "the fraction of traces weir-otel and river-otel sample (`F`, 0 to 1; 1: every one)")
+	otelMetrics := flag.Bool("otel-metrics", true, "weir-otel and river-otel record metrics (false: OpenTelemetry's no-op meter provider)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process: the clients, not PostgreSQL) to `FILE`")
 	startPostgres := flag.Bool("start-postgres", false, "run on a throwaway PostgreSQL cluster started from the installed binaries, with PostgreSQL's defaults (autovacuum on), instead of --database-url")
 	replot := flag.String("replot", "", "run nothing: print the table of the report a --json run wrote to `FILE`, and write its plot")
@@ -71,20 +71,22 @@ func main() {
 		fail(fmt.Errorf("--otel-sample %v is outside 0..1", *otelSample))
 	}
 	weirCfg := weirbench.WeirConfig{Schema: "weirbench_weir", MaxWorkers: *weirMaxWorkers, Prefetch: *weirPrefetch}
+	sdk := otelSDK{sample: *otelSample, metrics: *otelMetrics}
 	known := map[string]weirbench.System{
-		"weir":      weirbench.Weir(weirCfg),
-		"weir-otel": weirWithTelemetry(weirCfg, parts, *otelSample, *otelMetrics),
-		"weir-mw":   weirWithNoopMiddleware(weirCfg),
-		"weir-deep": weirWithDeepHandler(weirCfg),
-		"river":     &riverSystem{schema: "weirbench_river"},
-		"graphile":  graphileSystem(),
-		"pgboss":    pgbossSystem(),
+		"weir":       weirbench.Weir(weirCfg),
+		"weir-otel":  weirWithTelemetry(weirCfg, parts, sdk),
+		"weir-mw":    weirWithNoopMiddleware(weirCfg),
+		"weir-deep":  weirWithDeepHandler(weirCfg),
+		"river":      &riverSystem{name: "river", schema: riverSchema},
+		"river-otel": riverWithTelemetry(sdk),
+		"graphile":   graphileSystem(),
+		"pgboss":     pgbossSystem(),
 	}
 	var systems []weirbench.System
 	for name := range strings.SplitSeq(*systemNames, ",") {
 		sys, ok := known[strings.TrimSpace(name)]
 		if !ok {
-			fail(fmt.Errorf("--systems: unknown system %q (weir, weir-otel, weir-mw, weir-deep, river, graphile, pgboss)", name))
+			fail(fmt.Errorf("--systems: unknown system %q (weir, weir-otel, weir-mw, weir-deep, river, river-otel, graphile, pgboss)", name))
 		}
 		if slices.Contains(systems, sys) {
 			fail(fmt.Errorf("--systems: %q twice", name))
@@ -180,10 +182,17 @@ func fail(err error) {
 }
 
 // riverVersion is the version of River this program was built with.
-func riverVersion() string {
+func riverVersion() string { return moduleVersion("github.com/riverqueue/river") }
+
+// otelriverVersion is the version of otelriver this program was built with.
+func otelriverVersion() string { return moduleVersion("github.com/riverqueue/rivercontrib/otelriver") }
+
+// moduleVersion is the version of the module at path this program was built
+// with.
+func moduleVersion(path string) string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, m := range info.Deps {
-			if m.Path == "github.com/riverqueue/river" {
+			if m.Path == path {
 				return m.Version
 			}
 		}

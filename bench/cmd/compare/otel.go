@@ -9,6 +9,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weirq/weir"
 	"github.com/weirq/weir/internal/weirbench"
@@ -16,38 +17,57 @@ import (
 )
 
 // otelCollectEvery is how often the metric reader collects in the telemetry
-// variant: each collection runs the observable callbacks (one queue listing on
-// the leader) and exports to nothing, as a real reader would export somewhere.
+// variants: each collection runs the observable callbacks (weir-otel's: one
+// queue listing on the leader) and exports to nothing, as a real reader would
+// export somewhere.
 const otelCollectEvery = 10 * time.Second
 
+// otelSDK is the OpenTelemetry SDK that weir-otel and river-otel run on, the
+// same for both so that what each one's telemetry costs compares: spans
+// sampled at sample and sent through a batcher to spans, metrics collected
+// every otelCollectEvery and exported to nothing. It measures what tracing
+// and metrics cost the client, not what a backend costs.
+type otelSDK struct {
+	// sample is the fraction of traces sampled: 1 samples every one.
+	sample float64
+	// metrics false makes the meter provider OpenTelemetry's no-op one: the
+	// instruments record nothing.
+	metrics bool
+	// spans receives the sampled spans; nil: an exporter that drops them.
+	spans sdktrace.SpanExporter
+}
+
+// providers makes a tracer provider and a meter provider for one client, and
+// the function that shuts them down, flushing the spans still batched.
+func (o otelSDK) providers() (trace.TracerProvider, metric.MeterProvider, func()) {
+	spans := o.spans
+	if spans == nil {
+		spans = dropSpans{}
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.TraceIDRatioBased(o.sample)), sdktrace.WithBatcher(spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(dropMetrics{}, sdkmetric.WithInterval(otelCollectEvery))))
+	shutdown := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(ctx)
+		_ = mp.Shutdown(ctx)
+	}
+	if !o.metrics {
+		return tp, metricnoop.NewMeterProvider(), shutdown
+	}
+	return tp, mp, shutdown
+}
+
 // weirWithTelemetry is weir with weirotel's insert and worker middleware, hook
-// and observers on the OpenTelemetry SDK: spans sampled and sent to an
-// exporter that drops them, every metric collected and dropped. It measures what
-// tracing and metrics cost the client, not what a backend costs.
+// and observers on sdk.
 //
 // parts says which of weirotel's parts are on: "insert" (the insert
 // middleware, which also puts the trace context in each job's metadata),
 // "worker" (the worker middleware), "hook" and "observe".
-//
-// sample is the fraction of traces sampled: 1 samples every one.
-//
-// Without metrics, the meter provider is OpenTelemetry's no-op one: the
-// instruments record nothing.
-func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool, sample float64, metrics bool) weirbench.System {
+func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool, sdk otelSDK) weirbench.System {
 	cfg.Name = "weir-otel"
 	cfg.Configure = func(wcfg *weir.Config) func(*weir.Client) (func(), error) {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.TraceIDRatioBased(sample)), sdktrace.WithBatcher(dropSpans{}))
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(dropMetrics{}, sdkmetric.WithInterval(otelCollectEvery))))
-		shutdown := func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = tp.Shutdown(ctx)
-			_ = mp.Shutdown(ctx)
-		}
-		var meters metric.MeterProvider = mp
-		if !metrics {
-			meters = metricnoop.NewMeterProvider()
-		}
+		tp, meters, shutdown := sdk.providers()
 		tel, err := weirotel.New(&weirotel.Config{TracerProvider: tp, MeterProvider: meters})
 		if err != nil {
 			shutdown()
@@ -75,6 +95,16 @@ func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool, sample f
 		}
 	}
 	return weirbench.Weir(cfg)
+}
+
+// riverWithTelemetry is River, with the settings of the river system, and
+// otelriver's middleware on sdk, installed as a plugin as its documentation
+// has it: a span and metrics for each insert call and each job worked, and
+// River's fetch metrics through its hook. Trace propagation is on, so that
+// each job's metadata carries its insert's trace context and each work span
+// links to it, as weirotel's insert and worker middleware do.
+func riverWithTelemetry(sdk otelSDK) *riverSystem {
+	return &riverSystem{name: "river-otel", schema: riverSchema, otel: &sdk}
 }
 
 // dropSpans is a span exporter that drops what it is given.

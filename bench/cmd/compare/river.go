@@ -15,9 +15,14 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/riverqueue/rivercontrib/otelriver"
 
 	"github.com/weirq/weir/internal/weirbench"
 )
+
+// riverSchema is the schema of River's tables, river's and river-otel's.
+const riverSchema = "weirbench_river"
 
 // riverSystem is River as a system under test. With Throughput and Latency it
 // has the settings of its own `river bench`: 2,000 handlers on the default
@@ -25,10 +30,14 @@ import (
 // Defaults, River's defaults and 100 handlers. A client that only inserts has
 // River's defaults.
 type riverSystem struct {
+	name   string // "river", or "river-otel" with otel
 	schema string
+	// otel, if not nil, is the OpenTelemetry SDK on which each client has
+	// otelriver's middleware (riverWithTelemetry).
+	otel *otelSDK
 }
 
-func (s *riverSystem) Name() string     { return "river" }
+func (s *riverSystem) Name() string     { return s.name }
 func (s *riverSystem) Schema() string   { return s.schema }
 func (s *riverSystem) JobTable() string { return pgx.Identifier{s.schema, "river_job"}.Sanitize() }
 
@@ -45,11 +54,15 @@ const (
 )
 
 func (s *riverSystem) Describe(set weirbench.Settings) string {
-	if set == weirbench.Defaults {
-		return fmt.Sprintf("MaxWorkers %d, the rest default", defaultWorkers)
-	}
-	return fmt.Sprintf("MaxWorkers %d, FetchCooldown %s, FetchPollInterval %s (river bench's), the rest default",
+	d := fmt.Sprintf("MaxWorkers %d, FetchCooldown %s, FetchPollInterval %s (river bench's), the rest default",
 		benchWorkers, benchFetchCooldown, benchFetchPoll)
+	if set == weirbench.Defaults {
+		d = fmt.Sprintf("MaxWorkers %d, the rest default", defaultWorkers)
+	}
+	if s.otel != nil {
+		d += fmt.Sprintf("; otelriver %s, traces sampled at %g, metrics %t", otelriverVersion(), s.otel.sample, s.otel.metrics)
+	}
+	return d
 }
 
 func (s *riverSystem) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
@@ -92,11 +105,24 @@ func (s *riverSystem) Open(pool *pgxpool.Pool, cfg weirbench.ClientConfig) (weir
 			return nil
 		}))
 	}
+	var release func()
+	if s.otel != nil {
+		tp, mp, shutdown := s.otel.providers()
+		release = shutdown
+		rcfg.Plugins = []rivertype.Plugin{otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
+			TracerProvider:         tp,
+			MeterProvider:          mp,
+			EnableTracePropagation: true,
+		})}
+	}
 	c, err := river.NewClient(riverpgxv5.New(pool), rcfg)
 	if err != nil {
+		if release != nil {
+			release()
+		}
 		return nil, err
 	}
-	rc := &riverClient{c: c}
+	rc := &riverClient{c: c, release: release}
 	if cfg.Work {
 		// Completions are counted as `river bench` counts them, by the
 		// completed events, which River sends once the completing statement
@@ -123,6 +149,15 @@ type riverClient struct {
 	completed   atomic.Int64
 	unsubscribe func()
 	counted     sync.WaitGroup // the counting goroutine
+	release     func()         // shuts river-otel's providers down, or nil
+}
+
+// Close shuts down river-otel's tracer and meter providers, flushing the spans
+// still batched.
+func (r *riverClient) Close() {
+	if r.release != nil {
+		r.release()
+	}
 }
 
 func (r *riverClient) InsertMany(ctx context.Context, first int64, n int) error {

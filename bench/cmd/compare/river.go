@@ -109,10 +109,12 @@ func (s *riverSystem) Open(pool *pgxpool.Pool, cfg weirbench.ClientConfig) (weir
 	if s.otel != nil {
 		tp, mp, shutdown := s.otel.providers()
 		release = shutdown
+		// otelriver's defaults: it does not carry the trace context in the
+		// job (weirotel always does), so River is not charged for work its
+		// users must ask for.
 		rcfg.Plugins = []rivertype.Plugin{otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
-			TracerProvider:         tp,
-			MeterProvider:          mp,
-			EnableTracePropagation: true,
+			TracerProvider: tp,
+			MeterProvider:  mp,
 		})}
 	}
 	c, err := river.NewClient(riverpgxv5.New(pool), rcfg)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -403,22 +402,27 @@ func (p *producer) startBufferedLocked() {
 	}
 	most := p.flow.Share.MaxRunning(p.cfg.MaxWorkers)
 	now := p.flow.Now()
-	for i := 0; i < len(p.buffer) && p.running < most; {
+	// The jobs before i were looked at: kept (passed over) ones are moved to
+	// the front of the buffer, the rest leave it. The kept ones then move up
+	// against the jobs not looked at, and the buffer is resliced past what
+	// left, so that starting the head of a long buffer copies nothing.
+	kept, i := 0, 0
+	for i < len(p.buffer) && p.running < most {
 		if len(p.idleWorkers) == 0 && p.spawning >= spawnAhead {
 			break // a worker about to run starts the rest (work)
 		}
 		b := p.buffer[i]
+		i++
 		start, giveBack := p.flow.Keys.MayStart(b.Job, now)
 		if !start {
 			if giveBack {
-				p.buffer = slices.Delete(p.buffer, i, i+1)
 				p.giveBack = append(p.giveBack, b.job)
-				continue
+			} else {
+				p.buffer[kept] = b
+				kept++
 			}
-			i++
 			continue
 		}
-		p.buffer = slices.Delete(p.buffer, i, i+1)
 		if !p.leases.MarkRunning(b.job, p.base) {
 			continue // the lease was lost while the job waited
 		}
@@ -434,6 +438,10 @@ func (p *producer) startBufferedLocked() {
 		p.spawning++
 		p.workers.Go(func() { p.work(b) })
 	}
+	gone := i - kept
+	copy(p.buffer[gone:i], p.buffer[:kept])
+	clear(p.buffer[:gone]) // no pointer to a job that left is kept
+	p.buffer = p.buffer[gone:]
 }
 
 // spawnAhead bounds the workers started and not yet running. A claim hands a
@@ -522,13 +530,8 @@ func keep(*[workerStackReserve]byte) {}
 // run runs one attempt of j and hands its outcome to the completer; work then
 // frees the slot.
 func (p *producer) run(j *lease.Job) {
-	ctx := p.leases.HandlerContext(j)
 	entry := p.handlers.byKind[j.Row.Kind]
-	if timeout := timeoutOf(entry, j.Row, p.jobTimeout); timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrJobTimeout)
-		defer cancel()
-	}
+	ctx := p.leases.Start(j, timeoutOf(entry, j.Row, p.jobTimeout))
 
 	p.events.emit(EventJobStarted, j.Row, nil, 0)
 	start := time.Now()

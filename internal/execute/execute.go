@@ -116,12 +116,7 @@ func (r *Runner) lease(ctx context.Context, exec weirdriver.Executor, id int64) 
 
 // run runs j's handler with its timeout and returns the outcome to write.
 func (r *Runner) run(j *lease.Job, leases *lease.Table) *completer.Finalization {
-	ctx := leases.HandlerContext(j)
-	if timeout := r.client.Timeout(j.Row); timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout, weirtype.ErrJobTimeout)
-		defer cancel()
-	}
+	ctx := leases.Start(j, r.client.Timeout(j.Row))
 	start := time.Now()
 	err := r.client.Run(ctx, j)
 	ran := time.Since(start)

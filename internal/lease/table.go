@@ -35,9 +35,15 @@ type Job struct {
 	// renewal was sent, on the monotonic clock, plus the lease duration minus a
 	// safety margin. Past it, another worker may soon legally take the job.
 	deadline time.Time
-	// ctx and cancel are the handler's context and its cancel; set when it starts.
-	ctx    context.Context
+	// ctx and cancel are the handler's context and its cancel, set by
+	// MarkRunning.
+	ctx    *handlerContext
 	cancel context.CancelCauseFunc
+	// due is when the table cancels the handler for its timeout (zero: it
+	// will not), in its list of attempts with that timeout (timeouts).
+	due              time.Time
+	timeout          time.Duration
+	prevDue, nextDue *Job
 	// lost is set when the lease is known to be gone (renewal found it stale, or
 	// the deadline passed): the handler is cancelled and the outcome is not retried.
 	lost bool
@@ -87,8 +93,9 @@ type Table struct {
 	// (for counting, logging and the event), with the table's mutex held.
 	lost func(j *Job, why string)
 
-	mu   sync.Mutex
-	jobs map[int64]*Job
+	mu       sync.Mutex
+	jobs     map[int64]*Job
+	timeouts timeouts
 }
 
 // NewTable returns an empty table; lost is told of each lease found lost while
@@ -113,6 +120,7 @@ func (t *Table) Remove(j *Job) {
 	if t.jobs[j.Row.ID] == j {
 		delete(t.jobs, j.Row.ID)
 	}
+	t.removeTimeoutLocked(j)
 }
 
 // MarkRunning moves a buffered job to running and gives it a context derived
@@ -124,15 +132,68 @@ func (t *Table) MarkRunning(j *Job, base context.Context) bool {
 		return false
 	}
 	j.state = running
-	j.ctx, j.cancel = context.WithCancelCause(context.WithValue(base, jobKey{}, j))
+	var inner context.Context
+	inner, j.cancel = context.WithCancelCause(base)
+	j.ctx = &handlerContext{Context: inner, job: j}
 	return true
 }
 
-// HandlerContext returns the context j's handler runs with (set by MarkRunning).
+// Start returns the context j's handler runs with, cancelled with
+// weirtype.ErrJobTimeout once timeout passed (not positive: never). It is
+// called once, as the handler starts, after MarkRunning.
+func (t *Table) Start(j *Job, timeout time.Duration) context.Context {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if timeout > 0 && j.state == running {
+		due := time.Now().Add(timeout)
+		j.ctx = &handlerContext{Context: j.ctx.Context, job: j, deadline: due}
+		t.addTimeoutLocked(j, timeout, due)
+	}
+	return j.ctx
+}
+
+// HandlerContext returns the context j's handler runs with (set by MarkRunning
+// and Start).
 func (t *Table) HandlerContext(j *Job) context.Context {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return j.ctx
+}
+
+// handlerContext is a handler's context: one cancelable context per attempt,
+// cancelled by the table with a cause (at the attempt's timeout too:
+// timeouts), that carries the job and reports the attempt's deadline. Where the standard library
+// would stack a value, a cancelable context and a timer context (three
+// allocations and two registrations with the parent, per job), it is one.
+type handlerContext struct {
+	context.Context // from context.WithCancelCause
+	job             *Job
+	deadline        time.Time // zero: no timeout
+}
+
+func (c *handlerContext) Deadline() (time.Time, bool) {
+	d, ok := c.Context.Deadline()
+	if !c.deadline.IsZero() && (!ok || c.deadline.Before(d)) {
+		return c.deadline, true
+	}
+	return d, ok
+}
+
+// Err reports context.DeadlineExceeded when the timeout cancelled the
+// attempt, as a context with a deadline does.
+func (c *handlerContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == weirtype.ErrJobTimeout {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+func (c *handlerContext) Value(key any) any {
+	if key == (jobKey{}) {
+		return c.job
+	}
+	return c.Context.Value(key)
 }
 
 // Returned is what an attempt left when its handler returned.
@@ -154,6 +215,7 @@ func (t *Table) MarkReturned(j *Job) Returned {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	j.state = finalizing
+	t.removeTimeoutLocked(j)
 	if j.cancel != nil {
 		j.cancel(context.Canceled) // release the context's resources
 	}

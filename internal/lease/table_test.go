@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -259,4 +261,105 @@ func TestCancelRunningIn(t *testing.T) {
 	if len(tab.Running()) != 2 {
 		t.Errorf("Running: %v, want both running jobs", tab.Running())
 	}
+}
+
+// TestStartTimeout: the context Start returns carries the job and reports the
+// attempt's deadline; at the timeout it ends with context.DeadlineExceeded and
+// the cause ErrJobTimeout, and so do contexts derived from it; a handler that
+// returned first is not cancelled for its timeout; a timeout that is not
+// positive sets no deadline.
+func TestStartTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tab, _ := table(t)
+		slow, quick, none := job(1, 1, time.Now().Add(time.Hour)), job(2, 1, time.Now().Add(time.Hour)), job(3, 1, time.Now().Add(time.Hour))
+		tab.Add([]*Job{slow, quick, none})
+		for _, j := range []*Job{slow, quick, none} {
+			if !tab.MarkRunning(j, context.Background()) {
+				t.Fatal("MarkRunning refused")
+			}
+		}
+		start := time.Now()
+		ctx := tab.Start(slow, time.Second)
+		derived, cancel := context.WithTimeout(ctx, time.Hour)
+		defer cancel()
+		if d, ok := derived.Deadline(); !ok || !d.Equal(start.Add(time.Second)) {
+			t.Fatalf("deadline %v, %v; want %v", d, ok, start.Add(time.Second))
+		}
+		if FromContext(derived) != slow {
+			t.Fatal("a context derived from the handler's does not carry its job")
+		}
+		quickCtx := tab.Start(quick, time.Second)
+		tab.MarkReturned(quick)
+		if _, ok := tab.Start(none, 0).Deadline(); ok {
+			t.Fatal("a timeout of 0 set a deadline")
+		}
+		<-derived.Done()
+		if waited := time.Since(start); waited != time.Second {
+			t.Fatalf("the timeout fired after %v, want 1s", waited)
+		}
+		for _, c := range []context.Context{ctx, derived} {
+			if !errors.Is(context.Cause(c), weirtype.ErrJobTimeout) {
+				t.Fatalf("cause %v, want ErrJobTimeout", context.Cause(c))
+			}
+		}
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("Err %v, want DeadlineExceeded", ctx.Err())
+		}
+		if got := context.Cause(quickCtx); got != context.Canceled {
+			t.Fatalf("a handler returned before its timeout: cause %v, want context.Canceled", got)
+		}
+	})
+}
+
+// TestTimeoutsInOrder: attempts with different timeouts, started at different
+// times, each end at their own deadline, whichever of them returned in
+// between; the one timer follows the earliest deadline left.
+func TestTimeoutsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tab, _ := table(t)
+		start := time.Now()
+		type attempt struct {
+			after, timeout time.Duration // started after, with timeout
+			returnAt       time.Duration // returned at, if before its deadline
+		}
+		attempts := []attempt{
+			{0, 3 * time.Second, 0},
+			{0, time.Second, 0},
+			{100 * time.Millisecond, time.Second, 500 * time.Millisecond}, // between two of its list
+			{200 * time.Millisecond, time.Second, 0},
+			{300 * time.Millisecond, 500 * time.Millisecond, 0},
+			{400 * time.Millisecond, 2 * time.Second, 600 * time.Millisecond}, // alone in its list
+			{700 * time.Millisecond, 250 * time.Millisecond, 0},               // earlier than every other deadline
+		}
+		ended := make([]time.Duration, len(attempts))
+		var wg sync.WaitGroup
+		for i, a := range attempts {
+			j := job(int64(i+1), 1, start.Add(time.Hour))
+			tab.Add([]*Job{j})
+			tab.MarkRunning(j, context.Background())
+			wg.Go(func() {
+				time.Sleep(a.after)
+				ctx := tab.Start(j, a.timeout)
+				if a.returnAt > 0 {
+					time.Sleep(a.returnAt - a.after)
+					tab.MarkReturned(j)
+					return
+				}
+				<-ctx.Done()
+				ended[i] = time.Since(start)
+				if !errors.Is(context.Cause(ctx), weirtype.ErrJobTimeout) {
+					t.Errorf("attempt %d: cause %v", i, context.Cause(ctx))
+				}
+			})
+		}
+		wg.Wait()
+		for i, a := range attempts {
+			if a.returnAt == 0 && ended[i] != a.after+a.timeout {
+				t.Errorf("attempt %d (started at %v, timeout %v) ended at %v", i, a.after, a.timeout, ended[i])
+			}
+		}
+		if len(tab.timeouts.lists) != 0 || !tab.timeouts.at.IsZero() {
+			t.Errorf("%d lists left, timer at %v; want none", len(tab.timeouts.lists), tab.timeouts.at)
+		}
+	})
 }

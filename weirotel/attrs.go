@@ -25,9 +25,17 @@ type series struct {
 	// options, so that passing them allocates nothing.
 	add      []metric.AddOption
 	record   []metric.RecordOption
+	observe  []metric.ObserveOption
 	spanName string
 	queue    attribute.KeyValue
 	kind     attribute.KeyValue
+	// busy counts the handlers of this queue and kind running now, read at
+	// each collection (weir.handlers.busy): an atomic add per start and end
+	// instead of two measurements through the SDK. busy of a series that is
+	// not kept (past maxCachedSets) is not read: overflowBusy counts those.
+	busy   atomic.Int64
+	worked atomic.Bool // a handler of this series ran: busy is reported
+	cached bool
 }
 
 // attrCache keeps the series already built, so that an attempt records its
@@ -45,6 +53,7 @@ func (c *attrCache) get(k setKey) *series {
 	}
 	s := build(k)
 	if c.n.Load() < maxCachedSets {
+		s.cached = true
 		if v, loaded := c.sets.LoadOrStore(k, s); loaded {
 			return v.(*series)
 		}
@@ -64,6 +73,6 @@ func build(k setKey) *series {
 	if k.outcome != "" {
 		opt = metric.WithAttributes(s.queue, s.kind, OutcomeKey.String(k.outcome))
 	}
-	s.add, s.record = []metric.AddOption{opt}, []metric.RecordOption{opt}
+	s.add, s.record, s.observe = []metric.AddOption{opt}, []metric.RecordOption{opt}, []metric.ObserveOption{opt}
 	return s
 }

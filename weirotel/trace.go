@@ -149,10 +149,17 @@ func (t *Telemetry) WorkerMiddleware() weir.WorkerMiddleware {
 			// The scheduled time is when the job became due: at insert, or
 			// at the end of its retry backoff or snooze.
 			t.pickup.Record(ctx, max(time.Since(job.ScheduledAt).Seconds(), 0), s.record...)
-			t.busy.Add(ctx, 1, s.add...)
+			busy := &t.overflowBusy
+			if s.cached {
+				busy = &s.busy
+				if !s.worked.Load() {
+					s.worked.Store(true)
+				}
+			}
+			busy.Add(1)
 			ctx, span := t.startAttempt(ctx, job, s)
 			defer func() {
-				t.busy.Add(ctx, -1, s.add...)
+				busy.Add(-1)
 				// The client recovers a worker's panic outside the middleware:
 				// record it here and let it go on, its stack intact.
 				if p := recover(); p != nil {

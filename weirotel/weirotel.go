@@ -21,6 +21,7 @@
 package weirotel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -92,7 +93,10 @@ type Telemetry struct {
 	attempts metric.Int64Counter
 	duration metric.Float64Histogram
 	pickup   metric.Float64Histogram
-	busy     metric.Int64UpDownCounter
+	busy     metric.Int64ObservableUpDownCounter
+	// overflowBusy counts the handlers running whose series is not kept
+	// (series.busy).
+	overflowBusy atomic.Int64
 
 	queueJobs     metric.Int64ObservableGauge
 	oldestAge     metric.Float64ObservableGauge
@@ -156,8 +160,8 @@ func (t *Telemetry) instruments() error {
 	t.pickup, errs[3] = m.Float64Histogram("weir.pickup.latency", metric.WithUnit("s"),
 		metric.WithDescription("From when a job was due (its scheduled time) to when its handler started, by queue and kind."),
 		metric.WithExplicitBucketBoundaries(secondsBuckets...))
-	t.busy, errs[4] = m.Int64UpDownCounter("weir.handlers.busy", metric.WithUnit("{handler}"),
-		metric.WithDescription("Handlers running now, by queue and kind."))
+	t.busy, errs[4] = m.Int64ObservableUpDownCounter("weir.handlers.busy", metric.WithUnit("{handler}"),
+		metric.WithDescription("Handlers running now, by queue and kind (past 10,000 queue and kind pairs, the rest without attributes)."))
 	t.queueJobs, errs[5] = m.Int64ObservableGauge("weir.queue.jobs", metric.WithUnit("{job}"),
 		metric.WithDescription("Jobs in each queue by state, read by the leader at each collection."))
 	t.oldestAge, errs[6] = m.Float64ObservableGauge("weir.queue.oldest_available.age", metric.WithUnit("s"),
@@ -172,5 +176,23 @@ func (t *Telemetry) instruments() error {
 		metric.WithDescription("Leases this client found lost."))
 	t.eventsDropped, errs[11] = m.Int64ObservableCounter("weir.events.dropped", metric.WithUnit("{event}"),
 		metric.WithDescription("Events not delivered to a full hook queue or subscription; weir.attempts misses as many."))
-	return errors.Join(errs[:]...)
+	if err := errors.Join(errs[:]...); err != nil {
+		return err
+	}
+	_, err := m.RegisterCallback(t.observeBusy, t.busy)
+	return err
+}
+
+// observeBusy reads the handlers running by queue and kind at a collection.
+func (t *Telemetry) observeBusy(_ context.Context, o metric.Observer) error {
+	t.sets.sets.Range(func(k, v any) bool {
+		if s := v.(*series); k.(setKey).outcome == "" && s.worked.Load() {
+			o.ObserveInt64(t.busy, s.busy.Load(), s.observe...)
+		}
+		return true
+	})
+	if n := t.overflowBusy.Load(); n != 0 {
+		o.ObserveInt64(t.busy, n)
+	}
+	return nil
 }

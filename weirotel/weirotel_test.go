@@ -363,6 +363,33 @@ func TestAttemptInterrupted(t *testing.T) {
 	}
 }
 
+// TestHandlersBusy: weir.handlers.busy reads the handlers running at the
+// collection, by queue and kind, and falls back to 0 when they return.
+func TestHandlersBusy(t *testing.T) {
+	s := newStore(t)
+	p := newProcess(t, false)
+	c := start(t, s, p.config(taskWorkers(), defaultQueue))
+	var ids []int64
+	for range 2 {
+		r, err := c.Insert(ctx(t), taskArgs{Do: "wait"}, &weir.InsertOpts{MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.Job.ID)
+	}
+	task := map[string]string{"messaging.destination.name": "default", "weir.job.kind": "task"}
+	waitFor(t, "two handlers busy", func() bool { return sum(p.collect(t), "weir.handlers.busy", task) == 2 })
+	for _, id := range ids {
+		if _, err := c.JobCancel(ctx(t), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "no handler busy", func() bool {
+		n, ok := find(p.collect(t), "weir.handlers.busy", task)
+		return ok && n == 0
+	})
+}
+
 // TestInsertBatchAndRefusal: one span for a batch, and a metadata that is not
 // an object is left for the client to refuse, with its error on the span.
 func TestInsertBatchAndRefusal(t *testing.T) {

@@ -19,3 +19,19 @@ func ClientRegistryWrites(c *Client) int64 {
 	}
 	return 0
 }
+
+// WorkersAlive counts the worker goroutines of c's producers: running a job,
+// idle, or started and not yet running; 0 before Start.
+func WorkersAlive(c *Client) int {
+	e := c.engine()
+	if e == nil {
+		return 0
+	}
+	n := 0
+	for _, p := range *e.producers.Load() {
+		p.mu.Lock()
+		n += p.running + len(p.idleWorkers) + p.spawning
+		p.mu.Unlock()
+	}
+	return n
+}

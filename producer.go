@@ -97,9 +97,16 @@ type producer struct {
 	// handing jobs round-robin to all MaxWorkers would regrow a stack that the
 	// garbage collector shrank at nearly every job.
 	idleWorkers []chan buffered
-	// spawning counts the workers started whose goroutine has not run yet:
-	// at most spawnAhead (startBufferedLocked).
-	spawning      int
+	// spawning counts the workers started whose goroutine has not run yet,
+	// and waking the idle workers handed a job that have not taken it yet:
+	// together at most spawnAhead (startBufferedFor).
+	spawning, waking int
+	// avgRun is a moving average of how long handlers ran, and lastReturn
+	// when one last returned: they say how many workers the buffer needs
+	// (needsWorkers). recheck, while set, will look again (startBufferedFor).
+	avgRun        time.Duration
+	lastReturn    time.Time
+	recheck       *time.Timer
 	workersClosed bool // stopWorkers ran: a worker ends when its handler returns
 	// flow is the producer's share of its queue's global limit and its
 	// buckets of the queue's keys (internal/flow; share.go and keyshare.go
@@ -196,6 +203,10 @@ func (p *producer) finished() bool {
 func (p *producer) stopWorkers(await bool) {
 	p.mu.Lock()
 	p.workersClosed = true
+	if p.recheck != nil {
+		p.recheck.Stop()
+		p.recheck = nil
+	}
 	for _, inbox := range p.idleWorkers {
 		close(inbox)
 	}
@@ -396,7 +407,13 @@ func (p *producer) bufferClaimed(rows []*JobRow, deadline time.Time, lim weirdri
 // startBufferedLocked starts buffered jobs while workers are free, in claim
 // order, passing over jobs claimed as key holder whose key runs its limit
 // here, and moving those of buckets let go to giveBack. p.mu is held.
-func (p *producer) startBufferedLocked() {
+func (p *producer) startBufferedLocked() { p.startBufferedFor(nil) }
+
+// startBufferedFor is startBufferedLocked called by the worker whose inbox is
+// self, idle again: it may always take the next job itself. Other workers
+// are woken or started only while fewer than spawnAhead are about to run.
+// p.mu is held.
+func (p *producer) startBufferedFor(self chan buffered) {
 	if !p.claiming {
 		return
 	}
@@ -408,8 +425,15 @@ func (p *producer) startBufferedLocked() {
 	// left, so that starting the head of a long buffer copies nothing.
 	kept, i := 0, 0
 	for i < len(p.buffer) && p.running < most {
-		if len(p.idleWorkers) == 0 && p.spawning >= spawnAhead {
-			break // a worker about to run starts the rest (work)
+		n := len(p.idleWorkers)
+		if n == 0 || p.idleWorkers[n-1] != self {
+			if p.spawning+p.waking >= spawnAhead {
+				break // the workers about to run start the rest (work)
+			}
+			if !p.needsWorkersLocked(len(p.buffer) - i) {
+				p.recheckLocked()
+				break // the workers running take the rest as they return
+			}
 		}
 		b := p.buffer[i]
 		i++
@@ -428,9 +452,12 @@ func (p *producer) startBufferedLocked() {
 		}
 		p.flow.Keys.Started(b.Job)
 		p.running++
-		if n := len(p.idleWorkers); n > 0 {
+		if n > 0 {
 			inbox := p.idleWorkers[n-1]
 			p.idleWorkers = p.idleWorkers[:n-1]
+			if inbox != self {
+				p.waking++
+			}
 			inbox <- b // an idle worker's inbox is empty: this never blocks
 			continue
 		}
@@ -444,14 +471,52 @@ func (p *producer) startBufferedLocked() {
 	p.buffer = p.buffer[gone:]
 }
 
-// spawnAhead bounds the workers started and not yet running. A claim hands a
-// batch of jobs at once; started all at once, each on a worker of its own, a
-// batch of short handlers would make as many goroutines as jobs (2,000 in W5,
-// each keeping its stack: workerStackReserve), most of which would find their
-// job done by the time they ran. Started a few at a time, each new worker
-// starting the next few as it begins, the buffer empties as fast into the
-// workers that are free again, and only handlers that keep running make more:
-// long handlers still reach MaxWorkers, a few goroutine starts apart.
+// needsWorkersLocked reports whether left buffered jobs need another worker:
+// if the handlers running, at the handlers' average time, would not start
+// them all within spawnHorizon, or none returned for spawnHorizon (they run
+// longer than the average says), or nothing is known of them yet. Short
+// handlers are then run by a few workers in turn, and long ones by as many
+// as there are jobs, up to MaxWorkers. p.mu is held.
+func (p *producer) needsWorkersLocked(left int) bool {
+	if p.running == 0 || p.avgRun == 0 {
+		return true
+	}
+	if p.avgRun*time.Duration(left) > spawnHorizon*time.Duration(p.running) {
+		return true
+	}
+	return time.Since(p.lastReturn) >= spawnHorizon
+}
+
+// spawnHorizon is how soon the workers running should start the jobs
+// buffered (needsWorkersLocked).
+const spawnHorizon = time.Millisecond
+
+// recheckLocked makes startBufferedLocked run again after spawnHorizon, when
+// the handlers running may turn out longer than the average said. p.mu is
+// held.
+func (p *producer) recheckLocked() {
+	if p.recheck != nil || p.workersClosed {
+		return
+	}
+	p.recheck = time.AfterFunc(spawnHorizon, func() {
+		p.mu.Lock()
+		p.recheck = nil
+		p.startBufferedLocked()
+		p.unlockGivingBack()
+	})
+}
+
+// spawnAhead bounds the workers started or woken and not yet running. A
+// claim hands a batch of jobs at once; started all at once, each on a worker
+// of its own (a new one, or one of the idle ones), a batch of short handlers
+// would wake or make as many goroutines as jobs (2,000 in W5, each keeping
+// its stack: workerStackReserve), most of which would find their job done by
+// the time they ran, and the next batch, finding them not yet idle, would
+// make more. Started a few at a time, each worker starting the next few as
+// it begins, the buffer empties as fast into the workers that are free again
+// (a worker idle again takes the next job itself), and only handlers that
+// keep running make more: long handlers still reach MaxWorkers, a few
+// goroutine starts apart.
 const spawnAhead = 4
 
 // work is a worker goroutine: it runs b, then each job handed to it while it
@@ -463,8 +528,10 @@ func (p *producer) work(b buffered) {
 	p.startBufferedLocked() // the jobs left waiting for a worker to start
 	p.unlockGivingBack()
 	for {
-		p.run(b.job)
+		ran := p.run(b.job)
 		p.mu.Lock()
+		p.avgRun += (ran - p.avgRun) / 8
+		p.lastReturn = time.Now()
 		p.running--
 		p.flow.Keys.Ended(b.Job)
 		if p.running == 0 && p.idle != nil {
@@ -481,9 +548,18 @@ func (p *producer) work(b buffered) {
 			// Idle first, so that the next buffered job comes to this worker.
 			p.idleWorkers = append(p.idleWorkers, inbox)
 		}
-		p.startBufferedLocked()
+		p.startBufferedFor(inbox)
+		var mine bool // startBufferedFor gave this worker the next job
+		select {
+		case b = <-inbox:
+			mine = true
+		default:
+		}
 		p.unlockGivingBack()
 		p.poke()
+		if mine {
+			continue
+		}
 		if excess {
 			return
 		}
@@ -491,6 +567,11 @@ func (p *producer) work(b buffered) {
 		if b, ok = awaitJob(inbox); !ok {
 			return
 		}
+		// Woken by another: start the jobs left, as a new worker does.
+		p.mu.Lock()
+		p.waking--
+		p.startBufferedLocked()
+		p.unlockGivingBack()
 	}
 }
 
@@ -527,9 +608,9 @@ func awaitJob(inbox <-chan buffered) (buffered, bool) {
 //go:noinline
 func keep(*[workerStackReserve]byte) {}
 
-// run runs one attempt of j and hands its outcome to the completer; work then
-// frees the slot.
-func (p *producer) run(j *lease.Job) {
+// run runs one attempt of j, hands its outcome to the completer and returns
+// how long the handler ran; work then frees the slot.
+func (p *producer) run(j *lease.Job) time.Duration {
 	entry := p.handlers.byKind[j.Row.Kind]
 	ctx := p.leases.Start(j, timeoutOf(entry, j.Row, p.jobTimeout))
 
@@ -553,6 +634,7 @@ func (p *producer) run(j *lease.Job) {
 		logFailure(p.limited, j, fin, cause)
 	}
 	p.submit(fin)
+	return elapsed
 }
 
 // timeoutOf is the timeout of an attempt of row: its worker's, or the

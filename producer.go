@@ -501,6 +501,10 @@ func (p *producer) recheckLocked() {
 	p.recheck = time.AfterFunc(spawnHorizon, func() {
 		p.mu.Lock()
 		p.recheck = nil
+		if p.workersClosed {
+			p.mu.Unlock() // fired as stopWorkers began: nothing to start
+			return
+		}
 		p.startBufferedLocked()
 		p.unlockGivingBack()
 	})

@@ -162,9 +162,10 @@ func (t *Table) HandlerContext(j *Job) context.Context {
 
 // handlerContext is a handler's context: one cancelable context per attempt,
 // cancelled by the table with a cause (at the attempt's timeout too:
-// timeouts), that carries the job and reports the attempt's deadline. Where the standard library
-// would stack a value, a cancelable context and a timer context (three
-// allocations and two registrations with the parent, per job), it is one.
+// timeouts), that carries the job and reports the attempt's deadline. Where
+// the standard library would stack a value, a cancelable context and a timer
+// context (three allocations and two registrations with the parent, per job),
+// it is one.
 type handlerContext struct {
 	context.Context // from context.WithCancelCause
 	job             *Job

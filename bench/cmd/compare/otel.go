@@ -100,9 +100,10 @@ func weirWithTelemetry(cfg weirbench.WeirConfig, parts map[string]bool, sdk otel
 // riverWithTelemetry is River, with the settings of the river system, and
 // otelriver's middleware on sdk, installed as a plugin as its documentation
 // has it: a span and metrics for each insert call and each job worked, and
-// River's fetch metrics through its hook. Trace propagation is on, so that
-// each job's metadata carries its insert's trace context and each work span
-// links to it, as weirotel's insert and worker middleware do.
+// River's fetch metrics through its hook. Trace propagation is left off, as
+// otelriver has it by default (river.go), though weirotel always carries the
+// trace context in each job's metadata: River is not charged for work its
+// users must ask for.
 func riverWithTelemetry(sdk otelSDK) *riverSystem {
 	return &riverSystem{name: "river-otel", schema: riverSchema, otel: &sdk}
 }

@@ -9,6 +9,41 @@ import (
 	"github.com/weirq/weir"
 )
 
+// together is a handler for jobs that each wait until n of them run at once
+// (jobs named "short" return at once); wait fails t unless all n start within
+// 30 s.
+type together struct {
+	n       int64
+	started atomic.Int64
+	all     chan struct{}
+}
+
+func newTogether(n int64) *together { return &together{n: n, all: make(chan struct{})} }
+
+func (g *together) handler(ctx context.Context, job *weir.Job[probeArgs]) error {
+	if job.Args.Name == "short" {
+		return nil
+	}
+	if g.started.Add(1) == g.n {
+		close(g.all)
+	}
+	select {
+	case <-g.all:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *together) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.all:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%d of %d handlers started, each waiting for all of them", g.started.Load(), g.n)
+	}
+}
+
 // TestWorkersStartTogether checks that a claim of jobs whose handlers all wait
 // for each other starts MaxWorkers of them at once. New workers start a few
 // at a time, each starting the next few as it begins; were that chain broken,
@@ -22,29 +57,14 @@ func TestWorkersStartTogether(t *testing.T) {
 	for range n {
 		b.insertProbe(t, "p", queueOpts("q"))
 	}
-	var started atomic.Int64
-	all := make(chan struct{})
-	cfg := fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
-		if started.Add(1) == n {
-			close(all)
-		}
-		select {
-		case <-all:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}), map[string]weir.QueueConfig{"q": {MaxWorkers: n}})
+	g := newTogether(n)
+	cfg := fastConfig(probeWorkers(g.handler), map[string]weir.QueueConfig{"q": {MaxWorkers: n}})
 	// No poll while the test runs: the jobs were inserted before the client
 	// started, so no notification comes either, and only the workers
 	// themselves can start the jobs left waiting for one.
 	cfg.FetchPollInterval = time.Hour
 	b.start(t, cfg)
-	select {
-	case <-all:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%d of %d handlers started, each waiting for all of them", started.Load(), n)
-	}
+	g.wait(t)
 	waitFor(t, 30*time.Second, "every job completed", func() bool { return b.count(t, "state = 'completed'") == n })
 }
 
@@ -69,29 +89,11 @@ func TestWorkersStartTogetherAfterShortJobs(t *testing.T) {
 	if _, err := b.client.InsertMany(testCtx(t), batch); err != nil {
 		t.Fatal(err)
 	}
-	var started atomic.Int64
-	all := make(chan struct{})
-	cfg := fastConfig(probeWorkers(func(ctx context.Context, job *weir.Job[probeArgs]) error {
-		if job.Args.Name == "short" {
-			return nil
-		}
-		if started.Add(1) == n {
-			close(all)
-		}
-		select {
-		case <-all:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}), map[string]weir.QueueConfig{"q": {MaxWorkers: n, Prefetch: short + n}})
+	g := newTogether(n)
+	cfg := fastConfig(probeWorkers(g.handler), map[string]weir.QueueConfig{"q": {MaxWorkers: n, Prefetch: short + n}})
 	cfg.FetchPollInterval = time.Hour
 	b.start(t, cfg)
-	select {
-	case <-all:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%d of %d handlers started, each waiting for all of them", started.Load(), n)
-	}
+	g.wait(t)
 	waitFor(t, 30*time.Second, "every job completed", func() bool { return b.count(t, "state = 'completed'") == short+n })
 }
 

@@ -138,9 +138,9 @@ func (t *Table) MarkRunning(j *Job, base context.Context) bool {
 	return true
 }
 
-// Start returns the context j's handler runs with, cancelled with
-// weirtype.ErrJobTimeout once timeout passed (not positive: never). It is
-// called once, as the handler starts, after MarkRunning.
+// Start returns the context j's handler runs with (set by MarkRunning),
+// cancelled with weirtype.ErrJobTimeout once timeout passed (not positive:
+// never). It is called as the handler starts; with a timeout, once.
 func (t *Table) Start(j *Job, timeout time.Duration) context.Context {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -149,14 +149,6 @@ func (t *Table) Start(j *Job, timeout time.Duration) context.Context {
 		j.ctx = &handlerContext{Context: j.ctx.Context, job: j, deadline: due}
 		t.addTimeoutLocked(j, timeout, due)
 	}
-	return j.ctx
-}
-
-// HandlerContext returns the context j's handler runs with (set by MarkRunning
-// and Start).
-func (t *Table) HandlerContext(j *Job) context.Context {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	return j.ctx
 }
 

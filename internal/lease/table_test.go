@@ -71,13 +71,13 @@ func TestApplyRenewal(t *testing.T) {
 	if !tab.Valid(renewed, now.Add(time.Second)) {
 		t.Error("the renewed lease's deadline did not move")
 	}
-	if got := context.Cause(tab.HandlerContext(cancelled)); !errors.Is(got, weirtype.ErrJobCancelRequested) {
+	if got := context.Cause(tab.Start(cancelled, 0)); !errors.Is(got, weirtype.ErrJobCancelRequested) {
 		t.Errorf("the cancelled job's handler: cause %v, want ErrJobCancelRequested", got)
 	}
-	if got := context.Cause(tab.HandlerContext(gone)); !errors.Is(got, weirtype.ErrLeaseLost) || lost[3] == "" {
+	if got := context.Cause(tab.Start(gone, 0)); !errors.Is(got, weirtype.ErrLeaseLost) || lost[3] == "" {
 		t.Errorf("the lost lease's handler: cause %v, reported %q; want ErrLeaseLost, reported", got, lost[3])
 	}
-	if _, ok := lost[4]; ok || tab.HandlerContext(reclaimed).Err() != nil {
+	if _, ok := lost[4]; ok || tab.Start(reclaimed, 0).Err() != nil {
 		t.Error("a renewal of the old token lost the lease claimed again since")
 	}
 }
@@ -117,7 +117,7 @@ func TestProgressSentOnce(t *testing.T) {
 		if !tab.MarkRunning(j, context.Background()) {
 			t.Fatal("MarkRunning refused")
 		}
-		if FromContext(tab.HandlerContext(j)) != j {
+		if FromContext(tab.Start(j, 0)) != j {
 			t.Fatal("the handler's context does not carry its job")
 		}
 	}
@@ -252,10 +252,10 @@ func TestCancelRunningIn(t *testing.T) {
 	}
 	cause := errors.New("removed")
 	tab.CancelRunningIn("removed", cause)
-	if got := context.Cause(tab.HandlerContext(removed)); got != cause {
+	if got := context.Cause(tab.Start(removed, 0)); got != cause {
 		t.Errorf("the removed queue's handler: cause %v", got)
 	}
-	if err := tab.HandlerContext(other).Err(); err != nil {
+	if err := tab.Start(other, 0).Err(); err != nil {
 		t.Errorf("the other queue's handler was cancelled: %v", err)
 	}
 	if len(tab.Running()) != 2 {

@@ -51,11 +51,11 @@ func (t *Table) addTimeoutLocked(j *Job, timeout time.Duration, due time.Time) {
 // removeTimeoutLocked forgets j's timeout, if it has one pending; when no
 // attempt has one left, the timer stops. t.mu is held.
 func (t *Table) removeTimeoutLocked(j *Job) {
-	tm := &t.timeouts
-	l := tm.lists[j.timeout]
-	if j.due.IsZero() || l == nil {
+	if j.due.IsZero() {
 		return
 	}
+	tm := &t.timeouts
+	l := tm.lists[j.timeout]
 	if j.prevDue != nil {
 		j.prevDue.nextDue = j.nextDue
 	} else {

@@ -75,15 +75,7 @@ func TestNodePeers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.(*nodeClient).Close()
-			if err := c.InsertMany(ctx, 0, n-1); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Insert(ctx, n-1); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
+			insertAndStart(t, c, n)
 			select {
 			case <-allSeen:
 			case <-time.After(time.Minute):
@@ -132,5 +124,20 @@ func TestNodeMissing(t *testing.T) {
 	err := graphileSystem().Migrate(t.Context(), dbtest.Pool(t, nil))
 	if err == nil || !strings.Contains(err.Error(), "Node.js not found") || !strings.Contains(err.Error(), "install.sh") {
 		t.Errorf("migrate without node: %v", err)
+	}
+}
+
+// insertAndStart inserts jobs 0 to n-1 into c, all but the last in one bulk
+// insert and the last alone, so that both insert paths run, and starts c.
+func insertAndStart(t *testing.T, c weirbench.Client, n int) {
+	t.Helper()
+	if err := c.InsertMany(t.Context(), 0, n-1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Insert(t.Context(), int64(n-1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
